@@ -1,0 +1,77 @@
+import torch
+from torch import Tensor
+
+from torch_wge.utils.quaternion import check_quaternion_size, hamilton_product, normalize_quaternion
+
+
+class QuatEDecoder(torch.nn.Module):
+    r"""The QuatE score function
+    (`"Quaternion Knowledge Graph Embeddings" <https://arxiv.org/abs/1904.10281>`_)
+    as used by each layer of WGE's decoder:
+
+    .. math::
+        f(h, r, t) = \mathrm{drop}\left(\mathrm{BN}\left(\mathbf{x}_h \otimes
+        \mathbf{r}^{\triangleleft}\right)\right) \bullet \mathbf{x}_t
+
+    where :math:`\mathbf{r}^{\triangleleft}` normalises each quaternion of the
+    relation to unit length, :math:`\otimes` is the element-wise Hamilton
+    product and :math:`\bullet` the quaternion inner product. The batch norm
+    and dropout on the query :math:`\mathbf{x}_h \otimes \mathbf{r}^{\triangleleft}`
+    follow the WGE research code; with :obj:`batch_norm=False` and
+    :obj:`dropout=0.0` this is exactly QuatE. The decoder holds no embeddings:
+    it scores whatever quaternion vectors it is given.
+
+    Args:
+        channels (int): Size of each embedding (a multiple of 4).
+        dropout (float, optional): Dropout probability on the query.
+            (default: :obj:`0.0`)
+        batch_norm (bool, optional): If :obj:`True`, applies
+            :class:`torch.nn.BatchNorm1d` to the query before dropout.
+            (default: :obj:`True`)
+
+    Shapes:
+        - **forward:** ``h [B, C]``, ``r [B, C]``, ``t [B, C]`` give ``[B]``
+        - **score_all:** ``h [B, C]``, ``r [B, C]``, ``x [N, C]`` give ``[B, N]``
+
+    Example:
+        >>> decoder = QuatEDecoder(8, batch_norm=False)
+        >>> h, r, x = torch.randn(2, 8), torch.randn(2, 8), torch.randn(5, 8)
+        >>> decoder.score_all(h, r, x).shape
+        torch.Size([2, 5])
+    """
+
+    def __init__(self, channels: int, dropout: float = 0.0, batch_norm: bool = True):
+        super().__init__()
+        check_quaternion_size(channels, f"'{self.__class__.__name__}' channels")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"'{self.__class__.__name__}' dropout must be in [0, 1), got {dropout}")
+        self.channels = channels
+        self.dropout = dropout
+        self.batch_norm = torch.nn.BatchNorm1d(channels) if batch_norm else None
+
+    def reset_parameters(self):
+        if self.batch_norm is not None:
+            self.batch_norm.reset_parameters()
+
+    def query(self, h: Tensor, r: Tensor) -> Tensor:
+        r"""The query vector
+        :math:`\mathrm{drop}(\mathrm{BN}(\mathbf{x}_h \otimes \mathbf{r}^{\triangleleft}))`
+        of shape ``[B, C]``; its dot product with a tail embedding is the score."""
+        q = hamilton_product(h, normalize_quaternion(r))
+        if self.batch_norm is not None:
+            q = self.batch_norm(q)
+        return torch.nn.functional.dropout(q, self.dropout, self.training)
+
+    def forward(self, h: Tensor, r: Tensor, t: Tensor) -> Tensor:
+        """Scores of the triples ``(h[b], r[b], t[b])``, shape ``[B]``."""
+        return (self.query(h, r) * t).sum(dim=-1)
+
+    def score_all(self, h: Tensor, r: Tensor, x: Tensor) -> Tensor:
+        """Scores of ``(h[b], r[b], x[n])`` for every candidate tail ``n``, shape ``[B, N]``."""
+        return self.query(h, r) @ x.t()
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}({self.channels}, dropout={self.dropout}, "
+            f"batch_norm={self.batch_norm is not None})"
+        )

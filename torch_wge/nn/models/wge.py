@@ -1,0 +1,230 @@
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.typing import Adj
+
+from torch_wge.nn.kge import QuatEDecoder
+from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
+from torch_wge.utils.quaternion import check_quaternion_size
+
+#: Encoder views of WGE and its single-view ablations: which graphs each uses.
+VIEWS = {
+    "two-view": dict(entity_view=True, relation_view=True),
+    "entity": dict(entity_view=True, relation_view=False),
+    "relation": dict(entity_view=False, relation_view=True),
+    "levi": dict(entity_view=False, relation_view=True),
+}
+
+
+@dataclass
+class EncodedGraph:
+    r"""Entity and relation representations of every encoder layer.
+
+    Attributes:
+        entities (List[Tensor]): ``K + 1`` tensors ``[N, C]``, layer 0 first.
+        relations (List[Tensor]): ``K + 1`` tensors ``[2R, C]`` (inverse
+            relation of ``r`` at ``r + R``).
+    """
+
+    entities: List[Tensor]
+    relations: List[Tensor]
+    _candidates: Optional[Tensor] = field(default=None, repr=False)
+
+    def candidates(self) -> Tensor:
+        """All layers' entity matrices side by side, ``[N, (K + 1) C]``, built once."""
+        if self._candidates is None:
+            self._candidates = torch.cat(self.entities, dim=-1)
+        return self._candidates
+
+
+class WGE(torch.nn.Module):
+    r"""WGE, the two-view graph neural network for knowledge graph completion
+    (`"Two-view Graph Neural Networks for Knowledge Graph Completion"
+    <https://arxiv.org/abs/2112.09231>`_): entity and relation embeddings, a
+    :class:`~torch_wge.nn.TwoViewEncoder`, and one
+    :class:`~torch_wge.nn.QuatEDecoder` per encoder layer, with the score
+
+    .. math::
+        f(h, r, t) = \sum_{k=0}^{K} \alpha_k f_k(h, r, t), \qquad
+        \alpha_k = \frac{1 - \alpha_0}{K} \text{ for } k \geq 1,
+
+    where :math:`f_k` is QuatE on the layer-:math:`k` representations. Inverse
+    relations are modelled explicitly (relation ``r + R`` is the inverse of
+    ``r``), so head prediction for :math:`(?, r, t)` is tail prediction for
+    :math:`(t, r^{-1}, ?)`. Scoring is 1-N: a query ``(h, r)`` is scored against
+    every entity. :obj:`num_layers=0` is plain QuatE.
+
+    Args:
+        num_entities (int): Number of entities :math:`N`.
+        num_relations (int): Number of KG relations :math:`R` (without inverses).
+        channels (int, optional): Real size of each embedding, a multiple of 4
+            (:obj:`channels / 4` quaternions). (default: :obj:`256`)
+        num_layers (int, optional): Encoder layers :math:`K`. (default: :obj:`2`)
+        alpha0 (float, optional): Weight :math:`\alpha_0` of layer 0.
+            (default: :obj:`0.9`)
+        dropout (float, optional): Dropout on each decoder's query.
+            (default: :obj:`0.5`)
+        batch_norm (bool, optional): Batch norm in the encoder and on each
+            decoder's query. (default: :obj:`True`)
+        views (str, optional): :obj:`"two-view"` (WGE), or an ablation:
+            :obj:`"entity"`, :obj:`"relation"`, :obj:`"levi"`.
+            (default: :obj:`"two-view"`)
+        conv (str, optional): :obj:`"quaternion"` or :obj:`"gcn"` (ablation).
+            (default: :obj:`"quaternion"`)
+        label_smoothing (float, optional): :math:`\epsilon` of the 1-N targets
+            :math:`(1 - \epsilon) y + 1/N`. (default: :obj:`0.1`)
+
+    Example:
+        >>> model = WGE(num_entities=5, num_relations=2, channels=8, num_layers=1)
+        >>> ef = torch.tensor([[0, 1], [1, 0]]); rf = torch.tensor([[0, 5], [5, 0]])
+        >>> encoded = model.encode(ef, rf)
+        >>> model.score_all(encoded, torch.tensor([0]), torch.tensor([1])).shape
+        torch.Size([1, 5])
+    """
+
+    def __init__(
+        self,
+        num_entities: int,
+        num_relations: int,
+        channels: int = 256,
+        num_layers: int = 2,
+        alpha0: float = 0.9,
+        dropout: float = 0.5,
+        batch_norm: bool = True,
+        views: str = "two-view",
+        conv: str = "quaternion",
+        label_smoothing: float = 0.1,
+    ):
+        super().__init__()
+        name = self.__class__.__name__
+        check_quaternion_size(channels, f"'{name}' channels")
+        if views not in VIEWS:
+            raise ValueError(f"'{name}' views must be one of {sorted(VIEWS)}, got {views!r}")
+        if num_layers < 0:
+            raise ValueError(f"'{name}' num_layers must be >= 0, got {num_layers}")
+        if not 0.0 <= alpha0 <= 1.0:
+            raise ValueError(f"'{name}' alpha0 must be in [0, 1], got {alpha0}")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"'{name}' label_smoothing must be in [0, 1), got {label_smoothing}")
+        self.num_entities = num_entities
+        self.num_relations = num_relations
+        self.channels = channels
+        self.num_layers = num_layers
+        self.alpha0 = alpha0
+        self.views = views
+        self.label_smoothing = label_smoothing
+
+        self.entity_embedding = torch.nn.Embedding(num_entities, channels)
+        self.relation_embedding = torch.nn.Embedding(2 * num_relations, channels)
+        self.encoder = (
+            TwoViewEncoder(channels, num_layers, conv=conv, batch_norm=batch_norm, cached=True, **VIEWS[views])
+            if num_layers > 0
+            else None
+        )
+        self.decoders = torch.nn.ModuleList(
+            QuatEDecoder(channels, dropout=dropout, batch_norm=batch_norm) for _ in range(num_layers + 1)
+        )
+        weights = [1.0] if num_layers == 0 else [alpha0] + [(1.0 - alpha0) / num_layers] * num_layers
+        self.register_buffer("layer_weights", torch.tensor(weights), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Xavier-normal embeddings (as the research code); resets encoder and decoders."""
+        torch.nn.init.xavier_normal_(self.entity_embedding.weight)
+        torch.nn.init.xavier_normal_(self.relation_embedding.weight)
+        if self.encoder is not None:
+            self.encoder.reset_parameters()
+        for decoder in self.decoders:
+            decoder.reset_parameters()
+
+    def graph_inputs(self, data: Data) -> dict:
+        r"""The adjacency arguments of :meth:`encode` for this model's views,
+        taken from a :class:`~torch_geometric.data.Data` made by the
+        transforms (``ef_edge_index``, ``rf_edge_index`` or ``levi_edge_index``)."""
+        if self.encoder is None:
+            return {}
+        wanted = {"ef_edge_index": "ef_edge_index"} if self.encoder.entity_view else {}
+        if self.encoder.relation_view:
+            wanted["rf_edge_index"] = "levi_edge_index" if self.views == "levi" else "rf_edge_index"
+        missing = [attr for attr in wanted.values() if attr not in data]
+        if missing:
+            raise ValueError(
+                f"'{self.__class__.__name__}(views={self.views!r})' needs {missing} on the data; "
+                f"apply the matching transforms from torch_wge.transforms"
+            )
+        return {arg: data[attr] for arg, attr in wanted.items()}
+
+    def encode(self, ef_edge_index: Optional[Adj] = None, rf_edge_index: Optional[Adj] = None) -> EncodedGraph:
+        """Runs the encoder over the whole graph; returns every layer's representations."""
+        x, rel = self.entity_embedding.weight, self.relation_embedding.weight
+        if self.encoder is None:
+            return EncodedGraph([x], [rel])
+        states = self.encoder(x, rel, ef_edge_index, rf_edge_index)
+        return EncodedGraph([s[0] for s in states], [s[1] for s in states])
+
+    def queries(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor) -> Tensor:
+        r"""Each layer's decoder query for ``(heads[b], relations[b])``, ``[K + 1, B, C]``."""
+        return torch.stack(
+            [
+                decoder.query(x[heads], rel[relations])
+                for decoder, x, rel in zip(self.decoders, encoded.entities, encoded.relations)
+            ]
+        )
+
+    def layer_scores(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor) -> Tensor:
+        r"""Per-layer logits :math:`f_k(h_b, r_b, n)` against every entity ``n``, ``[K + 1, B, N]``."""
+        candidates = torch.stack(encoded.entities).transpose(1, 2)  # [K + 1, C, N]
+        return torch.bmm(self.queries(encoded, heads, relations), candidates)
+
+    def score_all(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor) -> Tensor:
+        r"""Final logits :math:`f = \sum_k \alpha_k f_k` against every entity, ``[B, N]``,
+        computed as one matmul of the weighted queries with all layers'
+        entity matrices side by side."""
+        queries = self.queries(encoded, heads, relations) * self.layer_weights.view(-1, 1, 1)
+        queries = queries.transpose(0, 1).reshape(heads.numel(), -1)  # [B, (K + 1) C]
+        return queries @ encoded.candidates().t()
+
+    def loss(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
+        r"""Weighted 1-N binary cross-entropy with label smoothing,
+
+        .. math::
+            \mathcal{L} = \sum_k \alpha_k \frac{1}{BN} \sum_{b, n}
+            \mathrm{BCE}\left(\sigma(f_k(h_b, r_b, n)), (1 - \epsilon) y_{bn} + 1/N\right)
+
+        computed as :math:`\mathrm{softplus}(f) - y f` from the sparse positives,
+        without building the dense target matrix.
+
+        Args:
+            positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with ``y_{bn} = 1``.
+        """
+        logits = self.layer_scores(encoded, heads, relations)  # [K + 1, B, N]
+        num_queries, num_entities = logits.shape[1:]
+        eps = self.label_smoothing
+        positive_sum = logits[:, positives[0], positives[1]].sum(dim=-1)  # [K + 1]
+        per_layer = (
+            F.softplus(logits).mean(dim=(1, 2))
+            - logits.mean(dim=(1, 2)) / num_entities
+            - (1.0 - eps) * positive_sum / (num_queries * num_entities)
+        )
+        return (per_layer * self.layer_weights).sum()
+
+    def forward(
+        self,
+        heads: Tensor,
+        relations: Tensor,
+        ef_edge_index: Optional[Adj] = None,
+        rf_edge_index: Optional[Adj] = None,
+    ) -> Tensor:
+        """Encodes the graph and scores ``(heads[b], relations[b])`` against every entity, ``[B, N]``."""
+        return self.score_all(self.encode(ef_edge_index, rf_edge_index), heads, relations)
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}({self.num_entities}, {self.num_relations}, "
+            f"channels={self.channels}, num_layers={self.num_layers}, alpha0={self.alpha0}, "
+            f"views={self.views!r})"
+        )

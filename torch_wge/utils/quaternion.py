@@ -1,0 +1,150 @@
+r"""Quaternion algebra on real tensors (the appendix of the WGE paper).
+
+A vector of :math:`n` quaternions :math:`\mathbf{q} \in \mathbb{H}^n` is stored
+as a real tensor whose last dimension has size :math:`4n`, laid out as four
+contiguous blocks ``[r | i | j | k]`` of width :math:`n` each:
+
+.. code-block:: text
+
+    q = [q_r(0) .. q_r(n-1) | q_i(0) .. q_i(n-1) | q_j(0) ..  | q_k(0) .. ]
+
+Every function here works on the last dimension and broadcasts over the
+leading ones. A last dimension not divisible by 4 raises :class:`ValueError`.
+"""
+from typing import Tuple
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "check_quaternion_size",
+    "quaternion_components",
+    "hamilton_product",
+    "quaternion_norm",
+    "normalize_quaternion",
+    "quaternion_inner",
+    "quaternion_matrix",
+]
+
+
+def check_quaternion_size(size: int, name: str = "size") -> int:
+    r"""Returns the number of quaternions :math:`n = \text{size} / 4`.
+
+    Raises:
+        ValueError: if ``size`` is not a positive multiple of 4.
+    """
+    if size <= 0 or size % 4 != 0:
+        raise ValueError(
+            f"{name} must be a positive multiple of 4 (quaternion vectors are "
+            f"stored as four [r | i | j | k] blocks), got {size}"
+        )
+    return size // 4
+
+
+def quaternion_components(q: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""Splits ``q`` of shape ``[..., 4n]`` into its four ``[..., n]`` blocks
+    :math:`(q_r, q_i, q_j, q_k)` (views, no copy)."""
+    check_quaternion_size(q.size(-1), "last dimension")
+    return q.chunk(4, dim=-1)  # type: ignore[return-value]
+
+
+def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
+    r"""Element-wise Hamilton product :math:`\mathbf{q} \otimes \mathbf{p}` of
+    two quaternion vectors:
+
+    .. math::
+        \mathbf{q} \otimes \mathbf{p} =
+        (q_r p_r - q_i p_i - q_j p_j - q_k p_k)
+        + (q_i p_r + q_r p_i - q_k p_j + q_j p_k)\,\mathsf{i}
+        + (q_j p_r + q_k p_i + q_r p_j - q_i p_k)\,\mathsf{j}
+        + (q_k p_r - q_j p_i + q_i p_j + q_r p_k)\,\mathsf{k}
+
+    It is not commutative. Shapes: ``q [..., 4n]`` and ``p [..., 4n]``
+    (broadcastable) give ``[..., 4n]``.
+
+    Example:
+        >>> i = torch.tensor([0., 1., 0., 0.]); j = torch.tensor([0., 0., 1., 0.])
+        >>> hamilton_product(i, j)  # i j = k
+        tensor([0., 0., 0., 1.])
+    """
+    q_r, q_i, q_j, q_k = quaternion_components(q)
+    p_r, p_i, p_j, p_k = quaternion_components(p)
+    return torch.cat(
+        [
+            q_r * p_r - q_i * p_i - q_j * p_j - q_k * p_k,
+            q_i * p_r + q_r * p_i - q_k * p_j + q_j * p_k,
+            q_j * p_r + q_k * p_i + q_r * p_j - q_i * p_k,
+            q_k * p_r - q_j * p_i + q_i * p_j + q_r * p_k,
+        ],
+        dim=-1,
+    )
+
+
+def quaternion_norm(q: Tensor) -> Tensor:
+    r"""Norm of each quaternion, :math:`\|q\| = \sqrt{q_r^2+q_i^2+q_j^2+q_k^2}`.
+
+    Shapes: ``q [..., 4n]`` gives ``[..., n]``.
+    """
+    n = check_quaternion_size(q.size(-1), "last dimension")
+    return q.unflatten(-1, (4, n)).pow(2).sum(dim=-2).sqrt()
+
+
+def normalize_quaternion(q: Tensor, eps: float = 1e-12) -> Tensor:
+    r"""Unit quaternions :math:`q^\triangleleft = q / \max(\|q\|, \epsilon)`,
+    each of the :math:`n` quaternions normalised on its own.
+
+    Shapes: ``q [..., 4n]`` gives ``[..., 4n]``.
+    """
+    n = check_quaternion_size(q.size(-1), "last dimension")
+    blocks = q.unflatten(-1, (4, n))
+    norm = blocks.pow(2).sum(dim=-2, keepdim=True).sqrt().clamp_min(eps)
+    return (blocks / norm).flatten(-2)
+
+
+def quaternion_inner(q: Tensor, p: Tensor) -> Tensor:
+    r"""Quaternion inner product
+    :math:`\mathbf{q} \bullet \mathbf{p} = q_r^\top p_r + q_i^\top p_i
+    + q_j^\top p_j + q_k^\top p_k`, which in the block layout is the ordinary
+    dot product of the real vectors.
+
+    Shapes: ``q [..., 4n]`` and ``p [..., 4n]`` give ``[...]``.
+    """
+    check_quaternion_size(q.size(-1), "last dimension")
+    return (q * p).sum(dim=-1)
+
+
+# For the block (a, b) of the real matrix (a: input component, b: output
+# component in r, i, j, k order): which weight block it holds and its sign.
+_BLOCK_INDEX = torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2], [2, 3, 0, 1], [3, 2, 1, 0]])
+_BLOCK_SIGN = torch.tensor(
+    [[1.0, 1.0, 1.0, 1.0], [-1.0, 1.0, 1.0, -1.0], [-1.0, -1.0, 1.0, 1.0], [-1.0, 1.0, -1.0, 1.0]]
+)
+
+
+def quaternion_matrix(weight: Tensor) -> Tensor:
+    r"""The real matrix :math:`M` of a quaternion weight matrix
+    :math:`\mathbf{W} = W_r + W_i\mathsf{i} + W_j\mathsf{j} + W_k\mathsf{k}`,
+    so that for row vectors ``x @ M`` equals :math:`\mathbf{W} \otimes \mathbf{x}`:
+
+    .. math::
+        M = \begin{bmatrix}
+        W_r & W_i & W_j & W_k \\
+        -W_i & W_r & W_k & -W_j \\
+        -W_j & -W_k & W_r & W_i \\
+        -W_k & W_j & -W_i & W_r
+        \end{bmatrix}
+
+    which is the transpose of the paper's block matrix (its rows act on column
+    vectors). Built with one gather, so the product with node features is a
+    single matmul.
+
+    Shapes: ``weight [4, n_in, n_out]`` (the blocks :math:`W_r, W_i, W_j, W_k`)
+    gives ``[4 n_in, 4 n_out]``.
+    """
+    if weight.dim() != 3 or weight.size(0) != 4:
+        raise ValueError(f"expected a quaternion weight of shape [4, n_in, n_out], got {list(weight.shape)}")
+    n_in, n_out = weight.shape[1:]
+    index = _BLOCK_INDEX.to(weight.device)
+    sign = _BLOCK_SIGN.to(device=weight.device, dtype=weight.dtype)
+    blocks = weight[index] * sign[:, :, None, None]  # [4 (in comp), 4 (out comp), n_in, n_out]
+    return blocks.permute(0, 2, 1, 3).reshape(4 * n_in, 4 * n_out)
