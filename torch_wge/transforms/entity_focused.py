@@ -1,0 +1,52 @@
+"""The entity-focused view of WGE (Tong et al., ESWC 2023, Section 3.1)."""
+from torch_geometric.data import Data
+from torch_geometric.transforms import BaseTransform
+
+from torch_wge.transforms._utils import training_triples, undirected_edges
+
+
+class EntityFocusedTransform(BaseTransform):
+    r"""Adds the entity-focused view of
+    `"Two-view Graph Neural Networks for Knowledge Graph Completion"
+    <https://arxiv.org/abs/2112.09231>`_ (WGE) to a knowledge graph: a single
+    undirected graph over the entities with an edge between the head and the
+    tail of every training triple, relation types ignored.
+
+    .. math::
+        \mathcal{E}_{ef} = \big\{ \{h, t\} \;:\; (h, r, t) \in
+        \mathcal{G}_{train},\ h \neq t \big\}
+
+    Both directions of every edge are stored (as
+    :func:`torch_geometric.utils.to_undirected` does), duplicates are
+    collapsed and triples :math:`(h, r, h)` give no edge: no self loops are
+    added (a GCN layer adds its own). Only the triples selected by
+    :obj:`data.train_mask` are read (all triples when there is no mask), so
+    validation and test triples never leak into the view.
+
+    The input is a :class:`~torch_geometric.data.Data` in the layout of
+    :mod:`torch_wge.datasets`: :obj:`edge_index` (head, tail),
+    :obj:`edge_type`, :obj:`train_mask`, :obj:`num_nodes`,
+    :obj:`num_relations`. The transform adds
+
+    - :obj:`ef_edge_index` (LongTensor :math:`(2, 2U)`): the undirected
+      entity graph, sorted by (row, column), over the :obj:`num_nodes`
+      entities.
+
+    Example:
+        >>> import torch
+        >>> from torch_geometric.data import Data
+        >>> data = Data(edge_index=torch.tensor([[0, 1, 2], [1, 0, 2]]),
+        ...             edge_type=torch.tensor([0, 1, 0]),
+        ...             train_mask=torch.tensor([True, True, True]),
+        ...             num_nodes=3, num_relations=2)
+        >>> EntityFocusedTransform()(data).ef_edge_index
+        tensor([[0, 1],
+                [1, 0]])
+    """
+    def forward(self, data: Data) -> Data:
+        head, _, tail = training_triples(data)
+        data.ef_edge_index = undirected_edges(head, tail, data.num_nodes)
+        return data
+
+    def __repr__(self) -> str:
+        return f'{self.__class__.__name__}()'
