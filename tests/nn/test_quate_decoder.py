@@ -1,0 +1,74 @@
+import pytest
+import torch
+
+from torch_wge.nn import QuatEDecoder
+
+
+def paper_score(h, r, t):
+    """(h ⊗ r/|r|) • t written out per quaternion in float64."""
+    n = h.size(-1) // 4
+    score = torch.zeros(h.shape[:-1], dtype=torch.float64)
+    for m in range(n):
+        a, b, c, d = (h[..., k * n + m] for k in range(4))
+        p, q, u, v = (r[..., k * n + m] for k in range(4))
+        norm = torch.sqrt(p * p + q * q + u * u + v * v)
+        p, q, u, v = p / norm, q / norm, u / norm, v / norm
+        prod = (
+            a * p - b * q - c * u - d * v,
+            a * q + b * p + c * v - d * u,
+            a * u - b * v + c * p + d * q,
+            a * v + b * u - c * q + d * p,
+        )
+        score += sum(prod[k] * t[..., k * n + m] for k in range(4))
+    return score
+
+
+def test_plain_quate_equals_paper_formula():
+    decoder = QuatEDecoder(12, batch_norm=False, dropout=0.0).double()
+    h, r, t = torch.randn(3, 10, 12, dtype=torch.float64)
+    assert torch.allclose(decoder(h, r, t), paper_score(h, r, t), atol=1e-10)
+
+
+def test_score_all_matches_forward():
+    decoder = QuatEDecoder(8, batch_norm=False).double()
+    h, r = torch.randn(2, 5, 8, dtype=torch.float64)
+    x = torch.randn(7, 8, dtype=torch.float64)
+    scores = decoder.score_all(h, r, x)
+    assert scores.shape == (5, 7)
+    for i in range(5):
+        for j in range(7):
+            assert torch.allclose(scores[i, j], decoder(h[i:i + 1], r[i:i + 1], x[j:j + 1])[0])
+
+
+def test_invariant_to_scaling_each_relation_quaternion():
+    decoder = QuatEDecoder(16, batch_norm=False).double()
+    h, r, t = torch.randn(3, 4, 16, dtype=torch.float64)
+    scale = torch.rand(4, 4, dtype=torch.float64) * 5 + 0.1  # one factor per quaternion
+    scaled = r * scale.repeat(1, 4)
+    assert torch.allclose(decoder(h, scaled, t), decoder(h, r, t), atol=1e-10)
+
+
+def test_batch_norm_and_dropout_on_query():
+    torch.manual_seed(0)
+    decoder = QuatEDecoder(8, dropout=0.5, batch_norm=True).double()
+    h, r, t = torch.randn(3, 64, 8, dtype=torch.float64)
+    decoder.eval()  # running statistics start at mean 0, var 1: BN is x / sqrt(1 + eps)
+    plain = QuatEDecoder(8, batch_norm=False).double()
+    assert torch.allclose(decoder(h, r, t), plain(h, r, t) / (1 + 1e-5) ** 0.5, atol=1e-10)
+    no_dropout = QuatEDecoder(8, dropout=0.0).double().train()
+    normalised = no_dropout.query(h, r)  # batch statistics: each channel has mean 0, variance 1
+    assert torch.allclose(normalised.mean(0), torch.zeros(8, dtype=torch.float64), atol=1e-8)
+    assert torch.allclose(normalised.var(0, unbiased=False), torch.ones(8, dtype=torch.float64), atol=1e-3)
+    decoder.train()
+    q = decoder.query(h, r)
+    kept = q != 0
+    assert 0.35 < (~kept).double().mean() < 0.65  # dropout zeroes about half the entries
+    assert torch.allclose(q[kept], 2 * normalised[kept], atol=1e-8)  # the rest scaled by 1 / (1 - p)
+
+
+def test_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="multiple of 4"):
+        QuatEDecoder(10)
+    with pytest.raises(ValueError, match="dropout"):
+        QuatEDecoder(8, dropout=1.5)
+    assert repr(QuatEDecoder(8, dropout=0.5)) == "QuatEDecoder(8, dropout=0.5, batch_norm=True)"

@@ -1,0 +1,171 @@
+import pytest
+import torch
+from torch_geometric.typing import WITH_TORCH_SPARSE, SparseTensor
+
+from torch_wge.nn import QuaternionGCNConv
+from torch_wge.utils.quaternion import quaternion_matrix
+
+
+def dense_reference(conv, x, edge_index, edge_weight=None, add_self_loops=True):
+    """float64: D^-1/2 (A + I) D^-1/2 (x ⊗ W) + b with a dense adjacency (messages flow j -> i)."""
+    n = x.size(0)
+    adj = torch.zeros(n, n, dtype=torch.float64)
+    weight = torch.ones(edge_index.size(1), dtype=torch.float64) if edge_weight is None else edge_weight.double()
+    adj.index_put_((edge_index[1], edge_index[0]), weight, accumulate=True)
+    if add_self_loops:
+        # gcn_norm adds a loop of weight 1 only where a node has none
+        no_loop = adj.diagonal() == 0
+        adj[no_loop.nonzero().view(-1), no_loop.nonzero().view(-1)] = 1.0
+    deg = adj.sum(dim=1)
+    d = torch.where(deg > 0, deg.pow(-0.5), torch.zeros_like(deg))
+    norm_adj = d.view(-1, 1) * adj * d.view(1, -1)
+    out = norm_adj @ (x.double() @ quaternion_matrix(conv.weight.double()))
+    return out + conv.bias.double() if conv.bias is not None else out
+
+
+def random_graph(num_nodes, num_edges, seed, isolated=()):
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(num_nodes, (2, num_edges), generator=gen)
+    keep = ~(torch.isin(edge_index[0], torch.tensor(isolated)) | torch.isin(edge_index[1], torch.tensor(isolated)))
+    edge_index = edge_index[:, keep & (edge_index[0] != edge_index[1])]
+    return edge_index
+
+
+def test_repr_and_shape():
+    conv = QuaternionGCNConv(8, 16)
+    assert str(conv) == "QuaternionGCNConv(8, 16)"
+    x = torch.randn(4, 8)
+    edge_index = torch.tensor([[0, 0, 0, 1, 2, 3], [1, 2, 3, 0, 0, 0]])
+    assert conv(x, edge_index).shape == (4, 16)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_matches_dense_float64(seed, weighted):
+    torch.manual_seed(seed)
+    edge_index = random_graph(9, 30, seed, isolated=(7,))
+    edge_weight = torch.rand(edge_index.size(1)) + 0.1 if weighted else None
+    conv = QuaternionGCNConv(8, 12)
+    torch.nn.init.normal_(conv.bias)  # a non-zero bias must be added too
+    x = torch.randn(9, 8)
+    out = conv(x, edge_index, edge_weight)
+    expected = dense_reference(conv, x, edge_index, edge_weight)
+    assert torch.allclose(out.double(), expected, atol=1e-5)
+    # the isolated node only sees itself: x_7 ⊗ W + b
+    assert torch.allclose(out[7].double(), (x[7].double() @ quaternion_matrix(conv.weight.double())) + conv.bias.double(), atol=1e-5)
+
+
+def test_existing_self_loops_kept_and_no_self_loops_option():
+    edge_index = torch.tensor([[0, 1, 1, 2, 2], [1, 0, 2, 1, 2]])  # node 2 has a loop already
+    x = torch.randn(3, 4)
+    conv = QuaternionGCNConv(4, 4)
+    assert torch.allclose(conv(x, edge_index).double(), dense_reference(conv, x, edge_index), atol=1e-5)
+    raw = QuaternionGCNConv(4, 4, add_self_loops=False, normalize=False, bias=False)
+    weight = torch.rand(edge_index.size(1))
+    assert raw.bias is None
+    # unnormalised: plain weighted sum of neighbours' x ⊗ W
+    adj = torch.zeros(3, 3)
+    adj[edge_index[1], edge_index[0]] = weight
+    assert torch.allclose(raw(x, edge_index, weight), adj @ (x @ raw.quaternion_matrix()), atol=1e-6)
+
+
+def test_sparse_inputs_give_same_output():
+    torch.manual_seed(0)
+    edge_index = random_graph(10, 40, 3)
+    edge_weight = torch.rand(edge_index.size(1))
+    x = torch.randn(10, 8)
+    conv = QuaternionGCNConv(8, 8)
+    expected = conv(x, edge_index, edge_weight)
+    adj = torch.sparse_coo_tensor(edge_index.flip(0), edge_weight, (10, 10)).coalesce()
+    assert torch.allclose(conv(x, adj), expected, atol=1e-6)
+    assert torch.allclose(conv(x, adj.to_sparse_csr()), expected, atol=1e-6)
+    if WITH_TORCH_SPARSE:
+        adj_t = SparseTensor(row=edge_index[1], col=edge_index[0], value=edge_weight, sparse_sizes=(10, 10))
+        assert torch.allclose(conv(x, adj_t), expected, atol=1e-6)
+
+
+def test_flow_target_to_source_with_flipped_edges():
+    edge_index = random_graph(8, 20, 4)
+    x = torch.randn(8, 4)
+    conv = QuaternionGCNConv(4, 8)
+    flipped = QuaternionGCNConv(4, 8, flow="target_to_source")
+    flipped.load_state_dict(conv.state_dict())
+    assert torch.allclose(conv(x, edge_index), flipped(x, edge_index.flip(0)), atol=1e-6)
+
+
+def test_cached_normalisation_is_reused_and_cleared():
+    edge_index = random_graph(6, 12, 5)
+    x = torch.randn(6, 4)
+    conv = QuaternionGCNConv(4, 4, cached=True)
+    out = conv(x, edge_index)
+    assert conv._cached_edge_index is not None
+    # the cache, not the argument, is used from now on: a different graph gives the same output
+    assert torch.allclose(conv(x, edge_index[:, :2]), out)
+    conv.reset_parameters()
+    assert conv._cached_edge_index is None
+
+
+def test_gradcheck_float64():
+    edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    conv = QuaternionGCNConv(4, 8).double()
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+
+    weight = conv.weight.detach().clone().requires_grad_()
+    bias = conv.bias.detach().clone().requires_grad_()
+
+    def functional(x, weight, bias):
+        return torch.func.functional_call(conv, {"weight": weight, "bias": bias}, (x, edge_index))
+
+    assert torch.autograd.gradcheck(functional, (x, weight, bias))
+
+
+def test_channels_must_be_multiples_of_four():
+    with pytest.raises(ValueError, match="in_channels must be a positive multiple of 4"):
+        QuaternionGCNConv(6, 8)
+    with pytest.raises(ValueError, match="out_channels"):
+        QuaternionGCNConv(8, 10)
+    with pytest.raises(ValueError, match="expected 8 input channels"):
+        QuaternionGCNConv(8, 8)(torch.randn(3, 4), torch.tensor([[0], [1]]))
+
+
+def test_trains_inside_a_pyg_node_classifier():
+    """Two quaternion convs in an ordinary PyG model learn a node labelling."""
+    torch.manual_seed(0)
+    num_nodes = 40
+    labels = torch.arange(num_nodes) % 2
+    # two communities: edges mostly inside a class
+    src = torch.randint(num_nodes, (200,))
+    dst = torch.randint(num_nodes, (200,))
+    keep = (labels[src] == labels[dst]) | (torch.rand(200) < 0.1)
+    edge_index = torch.cat([torch.stack([src, dst])[:, keep], torch.stack([dst, src])[:, keep]], 1)
+    x = torch.randn(num_nodes, 8) + labels.view(-1, 1) * 0.5
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = QuaternionGCNConv(8, 16)
+            self.conv2 = QuaternionGCNConv(16, 4)
+            self.head = torch.nn.Linear(4, 2)
+
+        def forward(self, x, edge_index):
+            return self.head(self.conv2(torch.tanh(self.conv1(x, edge_index)), edge_index))
+
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    losses = []
+    for _ in range(60):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x, edge_index), labels)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+    assert (model(x, edge_index).argmax(1) == labels).float().mean() > 0.9
+
+
+def test_torch_compile_matches_eager():
+    edge_index = random_graph(7, 20, 6)
+    x = torch.randn(7, 8)
+    conv = QuaternionGCNConv(8, 8)
+    compiled = torch.compile(conv)
+    assert torch.allclose(compiled(x, edge_index), conv(x, edge_index), atol=1e-6)

@@ -1,0 +1,106 @@
+import pytest
+import torch
+
+from torch_wge.utils.quaternion import (
+    hamilton_product,
+    normalize_quaternion,
+    quaternion_inner,
+    quaternion_matrix,
+    quaternion_norm,
+)
+
+
+def reference_hamilton(q, p):
+    """The appendix's Hamilton product written out on scalars, one quaternion at a time."""
+    n = q.size(-1) // 4
+    out = torch.empty_like(q)
+    for m in range(n):
+        a1, b1, c1, d1 = (q[..., c * n + m] for c in range(4))
+        a2, b2, c2, d2 = (p[..., c * n + m] for c in range(4))
+        out[..., 0 * n + m] = a1 * a2 - b1 * b2 - c1 * c2 - d1 * d2
+        out[..., 1 * n + m] = a1 * b2 + b1 * a2 + c1 * d2 - d1 * c2
+        out[..., 2 * n + m] = a1 * c2 - b1 * d2 + c1 * a2 + d1 * b2
+        out[..., 3 * n + m] = a1 * d2 + b1 * c2 - c1 * b2 + d1 * a2
+    return out
+
+
+def test_hamilton_product_matches_reference():
+    q, p = torch.randn(2, 7, 12, dtype=torch.float64)
+    assert torch.allclose(hamilton_product(q, p), reference_hamilton(q, p), atol=1e-12)
+
+
+def test_hamilton_units():
+    one, i, j, k = torch.eye(4, dtype=torch.float64)
+    assert torch.equal(hamilton_product(i, j), k)
+    assert torch.equal(hamilton_product(j, k), i)
+    assert torch.equal(hamilton_product(k, i), j)
+    assert torch.equal(hamilton_product(j, i), -k)
+    for unit in (i, j, k):
+        assert torch.equal(hamilton_product(unit, unit), -one)
+
+
+def test_hamilton_not_commutative_and_norm_multiplicative():
+    q, p = torch.randn(2, 50, 8, dtype=torch.float64)
+    assert not torch.allclose(hamilton_product(q, p), hamilton_product(p, q))
+    assert torch.allclose(
+        quaternion_norm(hamilton_product(q, p)), quaternion_norm(q) * quaternion_norm(p), atol=1e-12
+    )
+
+
+def test_hamilton_associative_and_broadcasts():
+    q, p, s = torch.randn(3, 5, 8, dtype=torch.float64)
+    assert torch.allclose(
+        hamilton_product(hamilton_product(q, p), s), hamilton_product(q, hamilton_product(p, s)), atol=1e-12
+    )
+    assert hamilton_product(q, p[:1]).shape == (5, 8)
+
+
+def test_normalize_and_inner():
+    q = torch.randn(6, 16, dtype=torch.float64)
+    unit = normalize_quaternion(q)
+    assert torch.allclose(quaternion_norm(unit), torch.ones(6, 4, dtype=torch.float64))
+    # each quaternion is rescaled on its own: scaling one quaternion leaves the result unchanged
+    scale = torch.ones(16, dtype=torch.float64)
+    scale[[1, 5, 9, 13]] = 3.7
+    assert torch.allclose(normalize_quaternion(q * scale), unit)
+    p = torch.randn(6, 16, dtype=torch.float64)
+    expected = sum((q[:, c * 4:(c + 1) * 4] * p[:, c * 4:(c + 1) * 4]).sum(-1) for c in range(4))
+    assert torch.allclose(quaternion_inner(q, p), expected)
+
+
+def test_quaternion_matrix_is_papers_block_matrix():
+    n_in, n_out = 3, 5
+    weight = torch.randn(4, n_in, n_out, dtype=torch.float64)
+    x = torch.randn(9, 4 * n_in, dtype=torch.float64)
+    # The appendix: W (x) p with real blocks W_c of shape [n_out, n_in] acting on column vectors.
+    Wr, Wi, Wj, Wk = (w.t() for w in weight)
+    paper = torch.cat(
+        [
+            torch.cat([Wr, -Wi, -Wj, -Wk], 1),
+            torch.cat([Wi, Wr, -Wk, Wj], 1),
+            torch.cat([Wj, Wk, Wr, -Wi], 1),
+            torch.cat([Wk, -Wj, Wi, Wr], 1),
+        ],
+        0,
+    )
+    assert torch.allclose(x @ quaternion_matrix(weight), x @ paper.t(), atol=1e-12)
+
+
+def test_quaternion_matrix_is_hamilton_product_for_diagonal_weights():
+    # A weight matrix holding one quaternion per diagonal entry multiplies each quaternion of x.
+    n = 4
+    w = torch.randn(4, n, dtype=torch.float64)
+    weight = torch.stack([torch.diag(w[c]) for c in range(4)])
+    x = torch.randn(3, 4 * n, dtype=torch.float64)
+    assert torch.allclose(x @ quaternion_matrix(weight), hamilton_product(w.flatten(), x), atol=1e-12)
+
+
+@pytest.mark.parametrize("fn", [quaternion_norm, normalize_quaternion, lambda q: hamilton_product(q, q)])
+def test_size_not_divisible_by_four(fn):
+    with pytest.raises(ValueError, match="multiple of 4"):
+        fn(torch.randn(2, 6))
+
+
+def test_quaternion_matrix_rejects_bad_shape():
+    with pytest.raises(ValueError, match=r"\[4, n_in, n_out\]"):
+        quaternion_matrix(torch.randn(3, 2, 2))

@@ -1,0 +1,11 @@
+from torch_wge.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from torch_wge.training.config import TrainConfig
+from torch_wge.training.data import graph_transform, load_data, split_triples
+from torch_wge.training.queries import TrainingQueries, add_inverse_triples
+from torch_wge.training.trainer import Trainer, build_model, resolve_device
+
+__all__ = [
+    "CheckpointError", "load_checkpoint", "save_checkpoint", "TrainConfig", "graph_transform",
+    "load_data", "split_triples", "TrainingQueries", "add_inverse_triples", "Trainer",
+    "build_model", "resolve_device",
+]

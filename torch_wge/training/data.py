@@ -1,0 +1,56 @@
+from typing import Dict, Tuple
+
+import torch
+import torch_geometric.transforms as T
+from torch import Tensor
+from torch_geometric.data import Data, InMemoryDataset
+
+from torch_wge.datasets import get_dataset
+from torch_wge.training.config import TrainConfig
+from torch_wge.transforms import EntityFocusedTransform, LeviGraphTransform, RelationFocusedTransform
+
+SPLITS = {"train": "train_mask", "valid": "val_mask", "test": "test_mask"}
+
+
+def graph_transform(config: TrainConfig) -> T.Compose:
+    """The graph views a run of ``config`` needs, as one transform."""
+    transforms = [
+        EntityFocusedTransform(),
+        RelationFocusedTransform(
+            beta=config.beta,
+            predicate_entities=config.predicate_entities,
+            relation_edges=config.relation_edges,
+        ),
+    ]
+    if config.views == "levi":
+        transforms.append(LeviGraphTransform())
+    return T.Compose(transforms)
+
+
+def load_data(config: TrainConfig) -> Tuple[InMemoryDataset, Data]:
+    """Loads (or downloads) ``config.dataset`` under ``config.root`` and builds its graph views.
+
+    The views are built on access (``transform``), not stored (``pre_transform``),
+    so a changed ``beta`` can never reuse a stale graph.
+    """
+    dataset = get_dataset(config.dataset, config.root, transform=graph_transform(config))
+    return dataset, dataset[0]
+
+
+def split_triples(data: Data, split: str) -> Tensor:
+    """Triples ``[T, 3]`` as ``(head, relation, tail)`` of ``split`` (train, valid, test or all)."""
+    triples = torch.stack([data.edge_index[0], data.edge_type, data.edge_index[1]], dim=1)
+    if split == "all":
+        return triples
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {sorted(SPLITS)} or 'all'")
+    return triples[data[SPLITS[split]]]
+
+
+def graph_sizes(data: Data) -> Dict[str, int]:
+    """Sizes that identify a graph; stored in checkpoints to catch mismatches."""
+    return {
+        "num_entities": int(data.num_nodes),
+        "num_relations": int(data.num_relations),
+        **{f"num_{split}": int(data[mask].sum()) for split, mask in SPLITS.items()},
+    }

@@ -1,0 +1,65 @@
+from typing import Iterator, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+def add_inverse_triples(triples: Tensor, num_relations: int) -> Tensor:
+    r"""Appends the inverse :math:`(t, r + R, h)` of every triple :math:`(h, r, t)`.
+
+    Shapes: ``triples [T, 3]`` gives ``[2T, 3]``.
+    """
+    inverse = torch.stack([triples[:, 2], triples[:, 1] + num_relations, triples[:, 0]], dim=1)
+    return torch.cat([triples, inverse], dim=0)
+
+
+class TrainingQueries:
+    r"""The 1-N training queries of a knowledge graph: every distinct
+    (head, relation) pair of the training triples with inverse relations added,
+    and the tails that answer it, in CSR form.
+
+    Args:
+        triples (Tensor): Training triples ``[T, 3]`` as ``(head, relation, tail)``.
+        num_entities (int): Number of entities :math:`N`.
+        num_relations (int): Number of KG relations :math:`R` (without inverses).
+
+    Attributes:
+        heads (Tensor): ``[Q]`` head of each query.
+        relations (Tensor): ``[Q]`` relation of each query, in ``[0, 2R)``.
+        answer_ptr (Tensor): ``[Q + 1]`` CSR offsets into :obj:`answers`.
+        answers (Tensor): ``[2T']`` tails (``T'`` distinct triples), grouped by query.
+    """
+
+    def __init__(self, triples: Tensor, num_entities: int, num_relations: int):
+        triples = torch.unique(add_inverse_triples(triples.long(), num_relations), dim=0)
+        key = triples[:, 0] * (2 * num_relations) + triples[:, 1]  # sorted, as unique sorts rows
+        query_key, counts = torch.unique_consecutive(key, return_counts=True)
+        self.num_entities = num_entities
+        self.heads = torch.div(query_key, 2 * num_relations, rounding_mode="floor")
+        self.relations = query_key % (2 * num_relations)
+        self.answer_ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        self.answers = triples[:, 2].contiguous()
+
+    def __len__(self) -> int:
+        return self.heads.numel()
+
+    def batch(self, index: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        r"""Queries ``index [B]``: returns ``heads [B]``, ``relations [B]`` and the
+        positive pairs ``[2, P]`` as ``(row in batch, answer entity)``."""
+        start, end = self.answer_ptr[index], self.answer_ptr[index + 1]
+        counts = end - start
+        rows = torch.repeat_interleave(torch.arange(index.numel()), counts)
+        offsets = torch.arange(int(counts.sum())) - torch.repeat_interleave(counts.cumsum(0) - counts, counts)
+        answers = self.answers[torch.repeat_interleave(start, counts) + offsets]
+        return self.heads[index], self.relations[index], torch.stack([rows, answers])
+
+    def batches(
+        self, batch_size: int, generator: Optional[torch.Generator] = None, shuffle: bool = True
+    ) -> Iterator[Tuple[Tensor, Tensor, Tensor]]:
+        """Yields :meth:`batch` over all queries, in a random order drawn from ``generator``."""
+        order = torch.randperm(len(self), generator=generator) if shuffle else torch.arange(len(self))
+        for chunk in order.split(batch_size):
+            yield self.batch(chunk)
+
+    def num_batches(self, batch_size: int) -> int:
+        return -(-len(self) // batch_size)
