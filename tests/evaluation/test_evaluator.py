@@ -155,3 +155,17 @@ def test_checks():
     # An empty split evaluates to no queries.
     empty = LinkPredictionEvaluator(torch.zeros(0, 3, dtype=torch.long), triples, 2, 1)
     assert empty.compute_ranks(lambda e, r: torch.zeros(e.numel(), 2)).numel() == 0
+
+
+def test_from_data():
+    data = random_kg(num_entities=12, num_relations=2, num_triples=50, seed=6)
+    splits = split_triples(data)
+    table = random_table(data.num_nodes, data.num_relations, seed=7)
+    score_fn = lambda e, r: table[r, e]  # noqa: E731
+    for split, key in (("val", "valid"), ("valid", "valid"), ("test", "test")):
+        evaluator = LinkPredictionEvaluator.from_data(data, split)
+        direct = LinkPredictionEvaluator(splits[key], splits["all"], data.num_nodes, data.num_relations)
+        assert torch.equal(evaluator.compute_ranks(score_fn), direct.compute_ranks(score_fn))
+    assert not LinkPredictionEvaluator.from_data(data, "test", filtered=False).filtered
+    with pytest.raises(ValueError):
+        LinkPredictionEvaluator.from_data(data, "dev")

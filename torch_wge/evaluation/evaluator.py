@@ -129,6 +129,30 @@ class LinkPredictionEvaluator:
         self._build_filter(known)
         self._device_cache: dict[str, dict[str, Tensor]] = {}
 
+    @classmethod
+    def from_data(cls, data, split: str = "test", filtered: bool = True) -> "LinkPredictionEvaluator":
+        """An evaluator for one split of a knowledge graph stored as in
+        :mod:`torch_wge.datasets`: ``edge_index [2, E]`` (head, tail),
+        ``edge_type [E]``, boolean ``train_mask``/``val_mask``/``test_mask``,
+        ``num_nodes`` and ``num_relations``. All ``E`` triples filter.
+
+        Args:
+            data (torch_geometric.data.Data): the graph.
+            split (str, optional): ``"train"``, ``"val"`` (or ``"valid"``) or
+                ``"test"``. (default: ``"test"``)
+            filtered (bool, optional): filter known triples. (default: :obj:`True`)
+        """
+        name = {"valid": "val", "validation": "val"}.get(split, split)
+        if name not in ("train", "val", "test"):
+            raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
+        triples = torch.stack([data.edge_index[0], data.edge_type, data.edge_index[1]], dim=1)
+        return cls(
+            triples[getattr(data, f"{name}_mask")],
+            triples if filtered else None,
+            int(data.num_nodes),
+            int(data.num_relations),
+        )
+
     # --------------------------------------------------------------- filter
     def _build_filter(self, known: Tensor) -> None:
         num_entities, num_rel2 = self.num_entities, 2 * self.num_relations
@@ -181,8 +205,9 @@ class LinkPredictionEvaluator:
         rows = torch.repeat_interleave(
             torch.arange(stop - start, device=device), counts, output_size=total
         )
-        offsets = torch.cumsum(counts, 0) - counts
-        position = torch.arange(total, device=device) - offsets[rows] + tensors["filter_start"][start:stop][rows]
+        # Pair j of row b sits at filter_start[b] + (j - first pair of b).
+        shift = tensors["filter_start"][start:stop] - (torch.cumsum(counts, 0) - counts)
+        position = torch.arange(total, device=device) + shift[rows]
         return rows, tensors["filter_answers"][position]
 
     def filter_index(self, start: int = 0, stop: Optional[int] = None) -> Tensor:

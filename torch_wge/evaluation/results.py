@@ -31,7 +31,7 @@ Per-relation values come from :meth:`LinkPredictionResults.metric` with
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -182,10 +182,11 @@ class LinkPredictionResults:
             return float(rows.sum())
         return float(rows[:, _SIDE_CODE[side]].sum())
 
-    def metric(self, metric: str, side: str = "both", relation: Optional[int] = None) -> float:
-        """One metric (``"mrr"``, ``"mr"``, ``"hits@<k>"`` or ``"count"``) of one side
-        (``"both"``, ``"head"``, ``"tail"``), over all relations or over one KG
-        relation id. A metric over zero queries is ``nan``."""
+    def metric(self, metric: str, side: str = "both", relation: Optional[int] = None) -> Union[float, int]:
+        """One metric (``"mrr"``, ``"mr"``, ``"hits@<k>"``, or ``"count"`` as an
+        ``int``) of one side (``"both"``, ``"head"``, ``"tail"``), over all
+        relations or over one KG relation id. A metric over zero queries is
+        ``nan`` (only possible for an empty split or an unused relation)."""
         side = side.lower()
         if side not in SIDES:
             raise KeyError(f"bad side {side!r}: expected one of {SIDES}")
