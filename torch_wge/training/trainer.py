@@ -10,33 +10,12 @@ from tqdm.auto import tqdm
 
 from torch_wge import __version__
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
-from torch_wge.nn import WGE
 from torch_wge.training.checkpoint import CheckpointError, check_compatible, load_checkpoint, save_checkpoint
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
+from torch_wge.training.inference import evaluate_model
+from torch_wge.training.model import build_model, resolve_device
 from torch_wge.training.queries import TrainingQueries
-
-
-def resolve_device(device: Optional[str]) -> torch.device:
-    """``device`` as given, or CUDA when available, else the CPU."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def build_model(config: TrainConfig, data: Data) -> WGE:
-    """The :class:`~torch_wge.nn.WGE` model that ``config`` describes, for ``data``'s sizes."""
-    return WGE(
-        int(data.num_nodes),
-        int(data.num_relations),
-        channels=config.channels,
-        num_layers=config.num_layers,
-        alpha0=config.alpha0,
-        dropout=config.dropout,
-        views=config.views,
-        conv=config.conv,
-        label_smoothing=config.label_smoothing,
-    )
 
 
 class Trainer:
@@ -109,20 +88,13 @@ class Trainer:
             if self.config.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip, foreach=True)
             self.optimizer.step()
-            total += float(loss)
+            total += loss.item()
             batches += 1
         return total / max(batches, 1)
 
-    @torch.no_grad()
     def evaluate(self, split: str = "valid") -> LinkPredictionResults:
         """Filtered ranking of ``split`` (valid or test), both directions, encoder run once."""
-        self.model.eval()
-        encoded = self.model.encode(**self.graph_inputs)
-
-        def score_fn(entities, relations):
-            return self.model.score_all(encoded, entities.to(self.device), relations.to(self.device))
-
-        return self.evaluators[split].evaluate(score_fn, batch_size=self.config.eval_batch_size)
+        return evaluate_model(self.model, self.graph_inputs, self.evaluators[split], self.config.eval_batch_size)
 
     # ----------------------------------------------------------- checkpoints
     def state(self) -> Dict[str, Any]:

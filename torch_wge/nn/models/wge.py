@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.typing import Adj
+from torch_geometric.utils import to_torch_csr_tensor
 
 from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
@@ -141,10 +142,15 @@ class WGE(torch.nn.Module):
         for decoder in self.decoders:
             decoder.reset_parameters()
 
-    def graph_inputs(self, data: Data) -> dict:
+    def graph_inputs(self, data: Data, sparse: bool = True) -> dict:
         r"""The adjacency arguments of :meth:`encode` for this model's views,
         taken from a :class:`~torch_geometric.data.Data` made by the
-        transforms (``ef_edge_index``, ``rf_edge_index`` or ``levi_edge_index``)."""
+        transforms (``ef_edge_index``, ``rf_edge_index`` or ``levi_edge_index``).
+
+        With :obj:`sparse=True` each view becomes a ``torch.sparse_csr``
+        adjacency ``adj_t`` (row: target, column: source), so that message
+        passing is one sparse-dense matmul instead of a gather and a scatter
+        over the edges."""
         if self.encoder is None:
             return {}
         wanted = {"ef_edge_index": "ef_edge_index"} if self.encoder.entity_view else {}
@@ -156,7 +162,14 @@ class WGE(torch.nn.Module):
                 f"'{self.__class__.__name__}(views={self.views!r})' needs {missing} on the data; "
                 f"apply the matching transforms from torch_wge.transforms"
             )
-        return {arg: data[attr] for arg, attr in wanted.items()}
+        inputs = {arg: data[attr] for arg, attr in wanted.items()}
+        if sparse:
+            sizes = {"ef_edge_index": int(data.num_nodes), "rf_edge_index": int(data.num_nodes) + 2 * int(data.num_relations)}
+            inputs = {
+                arg: to_torch_csr_tensor(edge_index.flip(0), size=(sizes[arg], sizes[arg]))
+                for arg, edge_index in inputs.items()
+            }
+        return inputs
 
     def encode(self, ef_edge_index: Optional[Adj] = None, rf_edge_index: Optional[Adj] = None) -> EncodedGraph:
         """Runs the encoder over the whole graph; returns every layer's representations."""

@@ -1,0 +1,201 @@
+"""Command line: ``python -m torch_wge`` or ``torch-wge``.
+
+Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT`` and ``stats``.
+Every error caused by the arguments or the files prints one line and exits with 2.
+"""
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import torch
+
+from torch_wge.training.config import TrainConfig
+
+CONFIG_HELP = {
+    "dataset": "dataset name (codex-s, codex-m, codex-l, litwd1k, litwd19k, litwd48k, fb15k-237) or a folder of train/valid/test.txt",
+    "root": "folder where datasets are downloaded and cached",
+    "epochs": "number of training epochs",
+    "batch_size": "(head, relation) queries per batch",
+    "lr": "Adam learning rate",
+    "channels": "real size of every embedding, a multiple of 4",
+    "num_layers": "encoder layers K (0: plain QuatE)",
+    "alpha0": "weight of layer 0 in the score; the others get (1 - alpha0) / K",
+    "dropout": "dropout on each decoder's query",
+    "label_smoothing": "label smoothing epsilon of the 1-N targets",
+    "grad_clip": "gradient-norm clipping threshold (0: off)",
+    "beta": "fraction of (r_s, r_o) relation pairs whose RF constraints are kept, in [0, 1]",
+    "predicate_entities": "use predicate entities in the relation-focused view (off: ablation 1)",
+    "relation_edges": "add r_s - r_o edges to the relation-focused view (the published code does not)",
+    "views": "two-view (WGE) or an ablation: entity, relation, levi",
+    "conv": "quaternion (QGNN) or gcn (ablation 2)",
+    "eval_every": "validate every this many epochs",
+    "eval_batch_size": "queries scored at once during evaluation",
+    "patience": "stop after this many validations without improvement (default: never)",
+    "seed": "random seed",
+    "device": "cpu, cuda, cuda:1, ... (default: cuda when available)",
+}
+CHOICES = {"views": ["two-view", "entity", "relation", "levi"], "conv": ["quaternion", "gcn"]}
+
+
+class CliError(Exception):
+    """An error the user can fix; printed as one line."""
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """One option per :class:`TrainConfig` field, with its default shown."""
+    for field in dataclasses.fields(TrainConfig):
+        flag = "--" + field.name.replace("_", "-")
+        default = field.default
+        help_text = f"{CONFIG_HELP[field.name]} (default: {default})"
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        else:
+            kind = {"patience": int, "device": str}.get(field.name, type(default))
+            parser.add_argument(flag, type=kind, default=default, choices=CHOICES.get(field.name), help=help_text)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    config.validate()
+    return config
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="torch-wge", description="WGE knowledge graph completion")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a model and evaluate its best checkpoint")
+    add_config_arguments(train)
+    train.add_argument("--out", default=None, help="output folder for checkpoints and logs (default: runs/<dataset>)")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    add_common(train)
+
+    evaluate = commands.add_parser("evaluate", help="filtered ranking metrics of a checkpoint")
+    evaluate.add_argument("checkpoint", help="best.pt or last.pt of a training run")
+    evaluate.add_argument("--split", choices=["valid", "test"], default="test", help="split to rank (default: test)")
+    evaluate.add_argument("--per-relation", action="store_true", help="also print the per-relation, per-side table")
+    evaluate.add_argument("--json", default=None, help="write all metrics to this JSON file")
+    add_data_override(evaluate)
+    add_common(evaluate)
+
+    predict = commands.add_parser("predict", help="top-k answers of a (head, relation, ?) or (?, relation, tail) query")
+    predict.add_argument("checkpoint", help="best.pt or last.pt of a training run")
+    side = predict.add_mutually_exclusive_group(required=True)
+    side.add_argument("--head", help="identifier of the head entity: predict tails")
+    side.add_argument("--tail", help="identifier of the tail entity: predict heads")
+    predict.add_argument("--relation", required=True, help="identifier of the relation")
+    predict.add_argument("--top-k", type=int, default=10, help="number of answers (default: 10)")
+    predict.add_argument("--filter-known", action="store_true", help="leave out answers already known in the graph")
+    add_data_override(predict)
+    add_common(predict)
+
+    stats = commands.add_parser("stats", help="entities, relations, triples and graph-view sizes of a dataset")
+    stats.add_argument("--dataset", default="codex-s", help=CONFIG_HELP["dataset"] + " (default: codex-s)")
+    stats.add_argument("--root", default="data", help="dataset cache folder (default: data)")
+    stats.add_argument("--beta", type=float, default=0.2, help="beta of the relation-focused view (default: 0.2)")
+    stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def add_data_override(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", default=None, help="dataset cache folder (default: the one the run used)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch (default: PyTorch's choice)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+# ---------------------------------------------------------------- commands
+def run_train(args) -> None:
+    from torch_wge.training import Trainer, load_data
+
+    config = config_from_args(args)
+    out = Path(args.out or Path("runs") / Path(config.dataset).name)
+    _, data = load_data(config)
+    result = Trainer(config, data, out, progress=not args.no_progress).fit(resume=args.resume)
+    print_final(result, out)
+
+
+def print_final(result: dict, out: Path) -> None:
+    test = result["test"]["metrics"]["both"]
+    print(
+        f"best epoch {result['best_epoch']} of {result['epochs_trained']} | "
+        f"test MRR {test['mrr']:.4f} | MR {test['mr']:.1f} | H@1 {test['hits@1']:.4f} | "
+        f"H@3 {test['hits@3']:.4f} | H@10 {test['hits@10']:.4f} | "
+        f"{result['wall_seconds']:.0f}s | results in {out / 'results.json'}"
+    )
+
+
+def run_evaluate(args) -> None:
+    from torch_wge.training import evaluate_checkpoint
+
+    results, dataset = evaluate_checkpoint(args.checkpoint, args.split, root=args.root, device=args.device)
+    print(results.format())
+    if args.per_relation:
+        names = dataset.relation_names
+        labels = getattr(dataset, "relation_labels", None) or [None] * len(names)
+        print(f"\n{'relation':<40} {'side':<5} {'count':>6} {'MRR':>7} {'H@1':>7} {'H@10':>7}")
+        for row in results.per_relation():
+            name = names[row["relation"]] + (f" ({labels[row['relation']]})" if labels[row["relation"]] else "")
+            print(f"{name[:40]:<40} {row['side']:<5} {row['count']:>6} {row['mrr']:>7.4f} {row['hits@1']:>7.4f} {row['hits@10']:>7.4f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results.to_dict(), indent=2))
+
+
+def run_predict(args) -> None:
+    from torch_wge.training import predict
+
+    query_entity = args.head if args.head is not None else args.tail
+    rows = predict(
+        args.checkpoint, query_entity, args.relation, predict_tails=args.head is not None,
+        top_k=args.top_k, filter_known=args.filter_known, root=args.root, device=args.device,
+    )
+    wanted = "tail" if args.head is not None else "head"
+    print(f"top {len(rows)} {wanted}s of ({args.head or '?'}, {args.relation}, {args.tail or '?'}):")
+    for rank, row in enumerate(rows, 1):
+        label = f"  {row['label']}" if row["label"] else ""
+        known = "  [known]" if row["known"] else ""
+        print(f"{rank:3d}. {row['entity']:<20} {row['score']:9.4f}{label}{known}")
+
+
+def run_stats(args) -> None:
+    from torch_wge.datasets import dataset_statistics, get_dataset
+
+    if not 0.0 <= args.beta <= 1.0:
+        raise CliError(f"beta must be in [0, 1], got {args.beta}")
+    dataset = get_dataset(args.dataset, args.root)
+    stats = dataset_statistics(dataset[0], beta=args.beta)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        width = max(len(k) for k in stats)
+        print(f"{args.dataset}")
+        for key, value in stats.items():
+            print(f"  {key:<{width}}  {value:,}" if isinstance(value, int) else f"  {key:<{width}}  {value}")
+
+
+COMMANDS = {"train": run_train, "evaluate": run_evaluate, "predict": run_predict, "stats": run_stats}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from torch_wge.training import CheckpointError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+    try:
+        COMMANDS[args.command](args)
+    except (CliError, CheckpointError, ValueError, FileExistsError, FileNotFoundError, KeyError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"torch-wge {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"torch-wge {args.command}: interrupted (a training run resumes with --resume)", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,411 @@
+"""One base class for knowledge graphs stored as three triple files."""
+import hashlib
+import itertools
+import json
+import os
+import os.path as osp
+import re
+import warnings
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch_geometric.data import Data, InMemoryDataset, download_url
+from torch_geometric.io import fs
+
+SPLIT_FILES = ('train.txt', 'valid.txt', 'test.txt')
+UNSEEN_CHOICES = ('keep', 'drop', 'error')
+
+Triples = List[List[str]]
+
+
+class DownloadError(RuntimeError):
+    r"""A raw file could not be downloaded, or failed its md5 check."""
+
+
+def md5sum(path: str, block_size: int = 1 << 20) -> str:
+    r"""The md5 hex digest of the file at :obj:`path`."""
+    digest = hashlib.md5()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(block_size), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_triples(path: str) -> Tuple[Triples, List[int]]:
+    r"""Reads a file of ``head<TAB>relation<TAB>tail`` lines.
+
+    Identifiers are kept as opaque strings (only the line ending, ``\n`` or
+    ``\r\n``, is removed); empty lines are skipped.
+
+    Returns:
+        The triples as lists of three strings, in file order, and the
+        1-based line number of each.
+
+    Raises:
+        ValueError: naming the file and the 1-based line number of the first
+            line that does not hold exactly three non-empty tab-separated
+            fields, or naming the file when it holds no triple.
+    """
+    with open(path, encoding='utf-8') as f:
+        text = f.read()
+    lines = text.split('\n')
+    if lines and lines[-1] == '':
+        lines.pop()
+    rows = [line.rstrip('\r').split('\t') for line in lines]
+    blank = ['']
+    bad = [i for i, row in enumerate(rows)
+           if (len(row) != 3 or not all(row)) and row != blank]
+    if bad:
+        i = bad[0]
+        fields = len(rows[i])
+        what = (f'{fields} tab-separated field(s)' if fields != 3 else
+                'an empty field')
+        raise ValueError(
+            f"{path}, line {i + 1}: expected 'head<TAB>relation<TAB>tail' "
+            f"(three non-empty tab-separated fields) but found {what}: "
+            f"{lines[i][:200]!r}")
+    linenos = [i + 1 for i, row in enumerate(rows) if row != blank]
+    if len(linenos) != len(rows):
+        rows = [row for row in rows if row != blank]
+    if not rows:
+        raise ValueError(f"{path} holds no triples (empty split)")
+    return rows, linenos
+
+
+def read_label_file(path: str) -> Dict[str, str]:
+    r"""Reads ``id<TAB>label`` lines (lines without a tab are skipped)."""
+    labels: Dict[str, str] = {}
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            key, sep, label = line.rstrip('\r\n').partition('\t')
+            if sep and key not in labels:
+                labels[key] = label
+    return labels
+
+
+def read_label_json(path: str) -> Dict[str, str]:
+    r"""Reads CoDEx-style ``{"id": {"label": ...}, ...}`` label files."""
+    with open(path, encoding='utf-8') as f:
+        content = json.load(f)
+    return {key: value['label'] for key, value in content.items()
+            if isinstance(value, dict) and isinstance(value.get('label'), str)}
+
+
+def _first_occurrences(ids: np.ndarray, num_entities: int,
+                       num_relations: int) -> np.ndarray:
+    # Sorted positions of the first occurrence of each distinct triple.
+    key = (ids[:, 0] * num_relations + ids[:, 1]) * num_entities + ids[:, 2]
+    _, first = np.unique(key, return_index=True)
+    return np.sort(first)
+
+
+def _repr(obj) -> str:
+    # Like PyG: the repr with memory addresses removed.
+    return 'None' if obj is None else re.sub('(<.*?)\\s.*(>)', r'\1\2',
+                                              str(obj))
+
+
+class KnowledgeGraphDataset(InMemoryDataset):
+    r"""Base class of knowledge graphs given as three files
+    ``train.txt``, ``valid.txt``, ``test.txt`` of
+    ``head<TAB>relation<TAB>tail`` lines.
+
+    The dataset holds **one** :class:`~torch_geometric.data.Data` graph over
+    all triples: :obj:`edge_index` (LongTensor :math:`(2, |E|)`, head and
+    tail), :obj:`edge_type` (LongTensor :math:`(|E|)`, relation ids without
+    inverses), boolean :obj:`train_mask`, :obj:`val_mask`,
+    :obj:`test_mask` (train triples first, then valid, then test, each in
+    file order), :obj:`num_nodes` (number of entities) and
+    :obj:`num_relations` (number of relations, inverses not counted).
+
+    **Ids.** Entities and relations get ids in order of first appearance
+    when reading ``train.txt``, then ``valid.txt``, then ``test.txt``, line
+    by line (the head before the tail), so ids are deterministic and every
+    entity seen in training has a smaller id than every entity seen only in
+    evaluation. :attr:`entity_names` and :attr:`relation_names` map ids back
+    to the original identifiers (opaque strings, leading zeros kept);
+    :attr:`entity_labels` and :attr:`relation_labels` give human-readable
+    labels (a label or :obj:`None` per id) when the dataset has label files,
+    and are :obj:`None` otherwise.
+
+    **Cleaning.** Empty lines are skipped. A line without exactly three
+    non-empty tab-separated fields raises :class:`ValueError` naming the file
+    and line; so does a split without triples. A triple repeated within one
+    split is kept once (its first occurrence) and the number dropped is given
+    in a warning and in :attr:`num_dropped`. Triples shared between splits
+    are left as they are.
+
+    **Entities or relations not seen in training.** By benchmark convention
+    (and to match the published statistics, e.g. FB15k-237's 14,541
+    entities, of which 14,505 occur in training) the default
+    :obj:`unseen="keep"` keeps valid and test triples whose entities or
+    relation never occur in ``train.txt``; they get ids after the training
+    ones, have no training edge, and a warning gives their number.
+    :obj:`unseen="drop"` removes those triples (a warning and
+    :attr:`num_dropped` count them, and their unseen entities get no id);
+    :obj:`unseen="error"` raises :class:`ValueError` naming the file and the
+    line.
+
+    **Files.** Raw files live in :obj:`raw_dir`
+    (``root/<dataset>/raw`` for the named datasets). If the three split files
+    are there, nothing is downloaded; otherwise the missing ones are
+    downloaded from the class's URLs and checked against their known md5
+    (files with no known md5 are not checked). A failed download or a wrong
+    checksum raises :class:`DownloadError` naming the URL and the folder
+    where the files can be placed by hand. Label files are optional: they are
+    used when present and fetched alongside a download of the split files,
+    but their absence never fails (a warning says so). Files placed by hand
+    are not checksummed. Labels are read at processing time; pass
+    :obj:`force_reload=True` after adding label files.
+
+    **Processed files.** One processed copy is kept per
+    (:obj:`pre_transform`, :obj:`unseen`) setting, in
+    ``processed/<unseen>-<digest of repr(pre_transform)>``, so a changed
+    pre-transform (e.g. another :obj:`beta` of
+    :class:`~torch_wge.transforms.RelationFocusedTransform`) is processed
+    anew instead of silently reusing the old graph.
+
+    Args:
+        root (str): Root directory.
+        transform (callable, optional): Applied to the graph on every
+            access. (default: :obj:`None`)
+        pre_transform (callable, optional): Applied once before saving, e.g.
+            the graph views of :mod:`torch_wge.transforms`.
+            (default: :obj:`None`)
+        force_reload (bool, optional): Re-process the raw files.
+            (default: :obj:`False`)
+        log (bool, optional): Print download and processing messages.
+            (default: :obj:`True`)
+        unseen (str, optional): What to do with valid and test triples whose
+            entities or relation do not occur in training: :obj:`"keep"`,
+            :obj:`"drop"` or :obj:`"error"`. (default: :obj:`"keep"`)
+    """
+    #: Folder name of the dataset under :obj:`root`.
+    folder: str = ''
+    #: Raw file name -> URL of the three split files.
+    urls: Dict[str, str] = {}
+    #: Raw file name -> md5 hex digest (files missing here are not checked).
+    md5: Dict[str, str] = {}
+    #: Optional label files: raw file name -> URL.
+    label_urls: Dict[str, str] = {}
+
+    def __init__(self, root: str, transform: Optional[Callable] = None,
+                 pre_transform: Optional[Callable] = None,
+                 force_reload: bool = False, log: bool = True,
+                 unseen: str = 'keep') -> None:
+        if unseen not in UNSEEN_CHOICES:
+            raise ValueError(f"'unseen' must be one of {UNSEEN_CHOICES} "
+                             f"(got {unseen!r})")
+        self.unseen = unseen
+        super().__init__(root, transform, pre_transform,
+                         force_reload=force_reload, log=log)
+        self.load(self.processed_paths[0])
+        meta = fs.torch_load(self.processed_paths[1])
+        self.entity_names: List[str] = meta['entity_names']
+        self.relation_names: List[str] = meta['relation_names']
+        self.entity_labels: Optional[List[Optional[str]]] = meta[
+            'entity_labels']
+        self.relation_labels: Optional[List[Optional[str]]] = meta[
+            'relation_labels']
+        #: Triples dropped while processing, per split and reason.
+        self.num_dropped: Dict[str, int] = meta['num_dropped']
+
+    # Layout ----------------------------------------------------------------
+    @property
+    def raw_dir(self) -> str:
+        return osp.join(self.root, self.folder, 'raw')
+
+    @property
+    def processed_dir(self) -> str:
+        digest = hashlib.md5(
+            _repr(self.pre_transform).encode('utf-8')).hexdigest()[:10]
+        return osp.join(self.root, self.folder, 'processed',
+                        f'{self.unseen}-{digest}')
+
+    @property
+    def raw_file_names(self) -> List[str]:
+        return list(SPLIT_FILES)
+
+    @property
+    def processed_file_names(self) -> List[str]:
+        return ['data.pt', 'vocab.pt']
+
+    # Download --------------------------------------------------------------
+    def _fetch(self, filename: str, url: str) -> None:
+        files = (', '.join(SPLIT_FILES) if filename in SPLIT_FILES else
+                 filename)
+        path = osp.join(self.raw_dir, filename)
+        try:
+            download_url(url, self.raw_dir, log=self.log, filename=filename)
+        except Exception as e:
+            if osp.exists(path):
+                os.remove(path)
+            raise DownloadError(
+                f"could not download {url} ({type(e).__name__}: {e}). "
+                f"Without network access, place {files} by hand in "
+                f"{self.raw_dir}") from e
+        expected = self.md5.get(filename)
+        if expected is not None:
+            actual = md5sum(path)
+            if actual != expected:
+                os.remove(path)
+                raise DownloadError(
+                    f"md5 mismatch for {url}: expected {expected}, got "
+                    f"{actual} (the file was removed). Place a correct "
+                    f"copy of {filename} by hand in {self.raw_dir}")
+
+    def download(self) -> None:
+        for filename in SPLIT_FILES:
+            if not osp.exists(osp.join(self.raw_dir, filename)):
+                self._fetch(filename, self.urls[filename])
+        for filename, url in self.label_urls.items():
+            if not osp.exists(osp.join(self.raw_dir, filename)):
+                try:
+                    self._fetch(filename, url)
+                except DownloadError as e:
+                    warnings.warn(f"optional label file {filename} not "
+                                  f"available, labels stay None: {e}",
+                                  stacklevel=2)
+
+    # Labels ----------------------------------------------------------------
+    def read_labels(self) -> Tuple[Optional[Dict[str, str]],
+                                   Optional[Dict[str, str]]]:
+        r"""Entity and relation labels found in :obj:`raw_dir` (identifier
+        -> label), :obj:`None` where there is no label file. Subclasses
+        override it; the base class has no labels."""
+        return None, None
+
+    def _optional_raw(self, *names: str) -> Optional[str]:
+        for name in names:
+            path = osp.join(self.raw_dir, name)
+            if osp.isfile(path):
+                return path
+        return None
+
+    # Processing ------------------------------------------------------------
+    def process(self) -> None:
+        splits, lines = [], []
+        for path in self.raw_paths:
+            rows, linenos = read_triples(path)
+            splits.append(rows)
+            lines.append(linenos)
+        num_dropped: Dict[str, int] = {}
+
+        # Valid and test triples with an entity or relation unseen in train.
+        train = splits[0]
+        train_entities = set(row[0] for row in train)
+        train_entities.update(row[2] for row in train)
+        train_relations = set(row[1] for row in train)
+        for i in (1, 2):
+            path, rows = self.raw_paths[i], splits[i]
+            unseen = [j for j, (h, r, t) in enumerate(rows)
+                      if h not in train_entities or t not in train_entities
+                      or r not in train_relations]
+            num_dropped[f'{SPLIT_FILES[i]}:unseen'] = 0
+            if not unseen:
+                continue
+            if self.unseen == 'error':
+                raise ValueError(
+                    f"{path}, line {lines[i][unseen[0]]}: entity or relation "
+                    f"not seen in {self.raw_paths[0]} ({len(unseen)} such "
+                    f"triple(s) in this file; pass unseen='keep' or 'drop')")
+            if self.unseen == 'drop':
+                drop = set(unseen)
+                splits[i] = [row for j, row in enumerate(rows)
+                             if j not in drop]
+                lines[i] = [n for j, n in enumerate(lines[i]) if j not in drop]
+                num_dropped[f'{SPLIT_FILES[i]}:unseen'] = len(unseen)
+                warnings.warn(
+                    f"{path}: dropped {len(unseen)} of {len(rows)} triple(s) "
+                    f"whose entity or relation does not occur in training",
+                    stacklevel=2)
+                if not splits[i]:
+                    raise ValueError(f"{path} holds no triples once those "
+                                     f"with unseen entities are dropped")
+            else:
+                warnings.warn(
+                    f"{path}: {len(unseen)} of {len(rows)} triple(s) have an "
+                    f"entity or relation that does not occur in training; "
+                    f"kept (benchmark convention)", stacklevel=2)
+
+        # Ids in order of first appearance: train, valid, test; head, tail.
+        columns = [tuple(zip(*rows)) for rows in splits]  # (heads, rels, tails)
+        entities = dict.fromkeys(itertools.chain.from_iterable(
+            itertools.chain.from_iterable(zip(h, t)) for h, _, t in columns))
+        relations = dict.fromkeys(itertools.chain.from_iterable(
+            r for _, r, _ in columns))
+        entity_id = {name: i for i, name in enumerate(entities)}
+        relation_id = {name: i for i, name in enumerate(relations)}
+        N, R = len(entity_id), len(relation_id)
+
+        parts = []
+        for i, (heads, rels, tails) in enumerate(columns):
+            n = len(heads)
+            ids = np.empty((n, 3), dtype=np.int64)
+            ids[:, 0] = np.fromiter(map(entity_id.__getitem__, heads),
+                                    np.int64, n)
+            ids[:, 1] = np.fromiter(map(relation_id.__getitem__, rels),
+                                    np.int64, n)
+            ids[:, 2] = np.fromiter(map(entity_id.__getitem__, tails),
+                                    np.int64, n)
+            first = _first_occurrences(ids, N, R)
+            dropped = n - first.size
+            num_dropped[f'{SPLIT_FILES[i]}:duplicate'] = dropped
+            if dropped:
+                ids = ids[first]
+                warnings.warn(f"{self.raw_paths[i]}: dropped {dropped} "
+                              f"repeated triple(s) (kept the first of each)",
+                              stacklevel=2)
+            parts.append(torch.from_numpy(ids))
+        ids = torch.cat(parts)
+        sizes = torch.tensor([part.size(0) for part in parts])
+        split = torch.repeat_interleave(torch.arange(3), sizes)
+
+        data = Data(
+            edge_index=ids[:, [0, 2]].t().contiguous(),
+            edge_type=ids[:, 1].contiguous(),
+            train_mask=split == 0,
+            val_mask=split == 1,
+            test_mask=split == 2,
+            num_nodes=N,
+            num_relations=R,
+        )
+        if self.pre_transform is not None:
+            data = self.pre_transform(data)
+        self.save([data], self.processed_paths[0])
+
+        entity_names, relation_names = list(entities), list(relations)
+        ent_labels, rel_labels = self.read_labels()
+        fs.torch_save(
+            {
+                'entity_names': entity_names,
+                'relation_names': relation_names,
+                'entity_labels': None if ent_labels is None else
+                [ent_labels.get(name) for name in entity_names],
+                'relation_labels': None if rel_labels is None else
+                [rel_labels.get(name) for name in relation_names],
+                'num_dropped': num_dropped,
+            }, self.processed_paths[1])
+
+    # Convenience -----------------------------------------------------------
+    @property
+    def num_relations(self) -> int:
+        r"""Number of relations (inverses not counted)."""
+        return int(self._data.num_relations)
+
+    @property
+    def num_entities(self) -> int:
+        r"""Number of entities."""
+        return int(self._data.num_nodes)
+
+    def __repr__(self) -> str:
+        return f'{self.__class__.__name__}()'
+
+
+def _require_name(cls_name: str, name: str, valid: Sequence[str]) -> str:
+    key = str(name).lower()
+    if key not in valid:
+        raise ValueError(f"{cls_name}: unknown name {name!r}; expected one of "
+                         f"{', '.join(repr(v) for v in valid)}")
+    return key

@@ -1,0 +1,62 @@
+"""Any folder of triple files."""
+import os.path as osp
+from typing import Callable, Dict, List, Optional, Tuple
+
+from torch_wge.datasets.base import (
+    SPLIT_FILES,
+    KnowledgeGraphDataset,
+    read_label_file,
+)
+
+
+class TriplesFolder(KnowledgeGraphDataset):
+    r"""A knowledge graph read from a folder that holds ``train.txt``,
+    ``valid.txt`` and ``test.txt`` (``head<TAB>relation<TAB>tail`` lines).
+
+    See :class:`~torch_wge.datasets.base.KnowledgeGraphDataset` for the
+    graph layout, id order and cleaning rules. The files are read from
+    :obj:`root` itself (nothing is downloaded) and the processed graph is
+    written to ``root/processed``. Optional labels (``id<TAB>label``):
+    ``entity_labels.txt`` (or ``entity_labels.en.txt``) and
+    ``relation_labels.txt`` (or ``relation_labels.en.txt``).
+
+    Args:
+        root (str): The folder holding the triple files.
+        **kwargs (optional): :obj:`transform`, :obj:`pre_transform`,
+            :obj:`force_reload`, :obj:`log`, :obj:`unseen` of
+            :class:`~torch_wge.datasets.base.KnowledgeGraphDataset`.
+
+    Example:
+        >>> from torch_wge.datasets import TriplesFolder
+        >>> dataset = TriplesFolder('path/to/my_kg')  # doctest: +SKIP
+    """
+    def __init__(self, root: str, transform: Optional[Callable] = None,
+                 pre_transform: Optional[Callable] = None,
+                 force_reload: bool = False, log: bool = True,
+                 unseen: str = 'keep') -> None:
+        super().__init__(root, transform, pre_transform,
+                         force_reload=force_reload, log=log, unseen=unseen)
+
+    @property
+    def raw_dir(self) -> str:
+        return self.root
+
+    def download(self) -> None:
+        missing: List[str] = [
+            f for f in SPLIT_FILES
+            if not osp.isfile(osp.join(self.raw_dir, f))
+        ]
+        raise FileNotFoundError(
+            f"TriplesFolder: {', '.join(missing)} not found in {self.raw_dir} "
+            f"(it must hold {', '.join(SPLIT_FILES)})")
+
+    def read_labels(self) -> Tuple[Optional[Dict[str, str]],
+                                   Optional[Dict[str, str]]]:
+        ent = self._optional_raw('entity_labels.txt', 'entity_labels.en.txt')
+        rel = self._optional_raw('relation_labels.txt',
+                                 'relation_labels.en.txt')
+        return (None if ent is None else read_label_file(ent),
+                None if rel is None else read_label_file(rel))
+
+    def __repr__(self) -> str:
+        return f'{self.__class__.__name__}({self.root!r})'

@@ -1,0 +1,78 @@
+"""Counts describing a knowledge graph and its two WGE views."""
+from typing import Any, Dict
+
+import torch
+from torch_geometric.data import Data
+
+from torch_wge.transforms import (
+    EntityFocusedTransform,
+    RelationFocusedTransform,
+    relation_focused_constraints,
+)
+
+
+def dataset_statistics(data: Data, beta: float = 0.2) -> Dict[str, Any]:
+    r"""Counts of a knowledge graph in the layout of
+    :mod:`torch_wge.datasets` and of its graph views (built from the
+    training triples only; undirected edges are counted once).
+
+    Keys:
+        ``entities``, ``relations`` (inverses not counted),
+        ``train_entities`` (entities occurring in a training triple),
+        ``train``, ``valid``, ``test`` (triples),
+        ``ef_edges`` (entity-focused view),
+        ``rf_nodes`` (:math:`|\mathcal{V}| + 2|\mathcal{R}|`, the node
+        layout), ``rf_nodes_with_edges``, ``rf_edges`` (relation-focused
+        view with :obj:`relation_edges=True`), ``rf_relation_entity_edges``,
+        ``rf_relation_relation_edges``, ``rf_constraints``,
+        ``rf_constraints_kept``, ``rf_pairs``, ``rf_pairs_kept``,
+        ``rf_cutoff`` (pair count at the cut-off, :obj:`None` when nothing
+        is kept) and ``beta``.
+
+    Args:
+        data (torch_geometric.data.Data): The graph, e.g. ``dataset[0]``.
+        beta (float, optional): Fraction of RF pairs kept.
+            (default: :obj:`0.2`)
+
+    Example:
+        >>> from torch_wge.testing import random_kg
+        >>> stats = dataset_statistics(random_kg(seed=0))
+        >>> stats['entities'], stats['relations']
+        (20, 4)
+    """
+    data = Data(**{key: data[key] for key in (
+        'edge_index', 'edge_type', 'train_mask', 'val_mask', 'test_mask',
+        'num_nodes', 'num_relations') if key in data})
+    num_nodes, num_relations = int(data.num_nodes), int(data.num_relations)
+    train = data.train_mask if 'train_mask' in data else torch.ones(
+        data.edge_type.numel(), dtype=torch.bool)
+
+    def count(mask_name: str) -> int:
+        return int(data[mask_name].sum()) if mask_name in data else 0
+
+    ef = EntityFocusedTransform()(data.clone()).ef_edge_index
+    rf = RelationFocusedTransform(beta=beta)(data.clone()).rf_edge_index
+    rf_upper = rf[:, rf[0] < rf[1]]
+    relation_relation = int((rf_upper[0] >= num_nodes).sum())
+    constraints = relation_focused_constraints(data, beta,
+                                               return_constraints=False)
+    return {
+        'entities': num_nodes,
+        'relations': num_relations,
+        'train_entities': int(torch.unique(data.edge_index[:, train]).numel()),
+        'train': int(train.sum()),
+        'valid': count('val_mask'),
+        'test': count('test_mask'),
+        'ef_edges': ef.size(1) // 2,
+        'rf_nodes': num_nodes + 2 * num_relations,
+        'rf_nodes_with_edges': int(torch.unique(rf[0]).numel()),
+        'rf_edges': rf.size(1) // 2,
+        'rf_relation_entity_edges': rf_upper.size(1) - relation_relation,
+        'rf_relation_relation_edges': relation_relation,
+        'rf_constraints': constraints.num_constraints,
+        'rf_constraints_kept': constraints.num_kept_constraints,
+        'rf_pairs': constraints.num_pairs,
+        'rf_pairs_kept': constraints.num_kept_pairs,
+        'rf_cutoff': constraints.cutoff,
+        'beta': float(beta),
+    }

@@ -1,0 +1,121 @@
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import torch
+from torch_geometric.data import Data, InMemoryDataset
+
+from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
+from torch_wge.nn import WGE
+from torch_wge.training.checkpoint import check_compatible, load_checkpoint
+from torch_wge.training.config import TrainConfig
+from torch_wge.training.data import graph_sizes, load_data, split_triples
+from torch_wge.training.model import build_model, resolve_device
+
+
+@torch.no_grad()
+def evaluate_model(
+    model: WGE, graph_inputs: Dict[str, Any], evaluator: LinkPredictionEvaluator, batch_size: int = 1024,
+    progress: bool = False,
+) -> LinkPredictionResults:
+    """Filtered ranking with ``model`` in eval mode; the encoder runs once for all queries."""
+    model.eval()
+    encoded = model.encode(**graph_inputs)
+    device = encoded.entities[0].device
+
+    def score_fn(entities, relations):
+        return model.score_all(encoded, entities.to(device), relations.to(device))
+
+    return evaluator.evaluate(score_fn, batch_size=batch_size, progress=progress)
+
+
+def load_trained(
+    checkpoint: Union[str, Path], root: Optional[str] = None, device: Optional[str] = None
+) -> Tuple[WGE, TrainConfig, InMemoryDataset, Data]:
+    """The model of a ``best.pt`` or ``last.pt`` checkpoint, in eval mode, with
+    the dataset it was trained on (loaded from ``root`` or the run's own root).
+
+    Raises:
+        CheckpointError: if the file is unreadable or the dataset found does not match it.
+    """
+    state = load_checkpoint(checkpoint)
+    config = TrainConfig.from_dict(state["config"])
+    config.root = root or config.root
+    config.device = device
+    dataset, data = load_data(config)
+    check_compatible(state, config.to_dict(), graph_sizes(data), checkpoint)
+    model = build_model(config, data).to(resolve_device(device))
+    model.load_state_dict(state["model"])
+    return model.eval(), config, dataset, data
+
+
+def graph_inputs_on(model: WGE, data: Data) -> Dict[str, Any]:
+    device = model.entity_embedding.weight.device
+    return {key: value.to(device) for key, value in model.graph_inputs(data).items()}
+
+
+def evaluate_checkpoint(
+    checkpoint: Union[str, Path], split: str = "test", root: Optional[str] = None, device: Optional[str] = None,
+    progress: bool = False,
+) -> Tuple[LinkPredictionResults, InMemoryDataset]:
+    """Filtered link-prediction metrics of a checkpoint on ``split``; returns them and the dataset."""
+    model, config, dataset, data = load_trained(checkpoint, root, device)
+    evaluator = LinkPredictionEvaluator(
+        split_triples(data, split), split_triples(data, "all"), int(data.num_nodes), int(data.num_relations)
+    )
+    results = evaluate_model(model, graph_inputs_on(model, data), evaluator, config.eval_batch_size, progress)
+    return results, dataset
+
+
+def _index(names: List[str], name: str, kind: str, dataset: str) -> int:
+    try:
+        return names.index(name)
+    except ValueError:
+        raise ValueError(f"unknown {kind} {name!r}: not among the {len(names)} {kind}s of {dataset}") from None
+
+
+@torch.no_grad()
+def predict(
+    checkpoint: Union[str, Path], entity: str, relation: str, predict_tails: bool = True, top_k: int = 10,
+    filter_known: bool = False, root: Optional[str] = None, device: Optional[str] = None,
+) -> List[Dict[str, Any]]:
+    """Top-``k`` answers of ``(entity, relation, ?)`` (or ``(?, relation, entity)``
+    with ``predict_tails=False``), identifiers as in the dataset's files.
+
+    Returns:
+        One dict per answer, best first: ``entity`` (identifier), ``label``
+        (human label or ``None``), ``score`` (logit) and ``known`` (whether the
+        triple is in train, valid or test).
+    """
+    if top_k <= 0:
+        raise ValueError(f"top-k must be positive, got {top_k}")
+    model, config, dataset, data = load_trained(checkpoint, root, device)
+    num_relations = int(data.num_relations)
+    query_entity = _index(list(dataset.entity_names), entity, "entity", config.dataset)
+    query_relation = _index(list(dataset.relation_names), relation, "relation", config.dataset)
+    if not predict_tails:
+        query_relation += num_relations
+    encoded = model.encode(**graph_inputs_on(model, data))
+    device_ = encoded.entities[0].device
+    scores = model.score_all(
+        encoded, torch.tensor([query_entity], device=device_), torch.tensor([query_relation], device=device_)
+    )[0].cpu()
+    triples = split_triples(data, "all")
+    if predict_tails:
+        known = triples[(triples[:, 0] == query_entity) & (triples[:, 1] == query_relation), 2]
+    else:
+        known = triples[(triples[:, 2] == query_entity) & (triples[:, 1] == query_relation - num_relations), 0]
+    is_known = torch.zeros_like(scores, dtype=torch.bool)
+    is_known[known] = True
+    if filter_known:
+        scores = scores.masked_fill(is_known, float("-inf"))
+    values, indices = scores.topk(min(top_k, scores.numel()))
+    labels = getattr(dataset, "entity_labels", None)
+    return [
+        {
+            "entity": dataset.entity_names[i],
+            "label": labels[i] if labels else None,
+            "score": float(v),
+            "known": bool(is_known[i]),
+        }
+        for v, i in zip(values.tolist(), indices.tolist())
+    ]
