@@ -165,8 +165,11 @@ class WGE(torch.nn.Module):
         inputs = {arg: data[attr] for arg, attr in wanted.items()}
         if sparse:
             sizes = {"ef_edge_index": int(data.num_nodes), "rf_edge_index": int(data.num_nodes) + 2 * int(data.num_relations)}
+            dtype = self.entity_embedding.weight.dtype
             inputs = {
-                arg: to_torch_csr_tensor(edge_index.flip(0), size=(sizes[arg], sizes[arg]))
+                arg: to_torch_csr_tensor(
+                    edge_index.flip(0), torch.ones(edge_index.size(1), dtype=dtype), size=(sizes[arg], sizes[arg])
+                )
                 for arg, edge_index in inputs.items()
             }
         return inputs

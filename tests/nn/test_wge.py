@@ -1,0 +1,91 @@
+import pytest
+import torch
+import torch.nn.functional as F
+import torch_geometric.transforms as T
+
+from torch_wge.nn import WGE, QuatEDecoder
+from torch_wge.testing import random_kg
+from torch_wge.transforms import EntityFocusedTransform, LeviGraphTransform, RelationFocusedTransform
+
+
+@pytest.fixture(scope="module")
+def data():
+    kg = random_kg(30, 3, 200, seed=0)
+    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5), LeviGraphTransform()])(kg)
+
+
+def make(data, **kwargs):
+    torch.manual_seed(0)
+    model = WGE(data.num_nodes, data.num_relations, channels=8, **kwargs).double()
+    return model
+
+
+@pytest.mark.parametrize("views", ["two-view", "entity", "relation", "levi"])
+def test_score_all_is_weighted_sum_of_layer_scores(data, views):
+    model = make(data, num_layers=2, alpha0=0.6, views=views).eval()
+    encoded = model.encode(**model.graph_inputs(data))
+    heads, relations = torch.tensor([0, 3, 7]), torch.tensor([0, 4, 5])
+    per_layer = model.layer_scores(encoded, heads, relations)
+    assert per_layer.shape == (3, 3, 30)
+    expected = 0.6 * per_layer[0] + 0.2 * per_layer[1] + 0.2 * per_layer[2]
+    assert torch.allclose(model.score_all(encoded, heads, relations), expected, atol=1e-10)
+    # each layer is its decoder applied to that layer's representations
+    for k in range(3):
+        x, rel = encoded.entities[k], encoded.relations[k]
+        assert torch.allclose(per_layer[k], model.decoders[k].score_all(x[heads], rel[relations], x), atol=1e-10)
+
+
+def test_sparse_and_edge_index_inputs_agree(data):
+    model = make(data, num_layers=2).eval()
+    heads, relations = torch.arange(5), torch.arange(5)
+    dense = model(heads, relations, **model.graph_inputs(data, sparse=False))
+    model2 = make(data, num_layers=2).eval()  # fresh conv caches
+    sparse = model2(heads, relations, **model2.graph_inputs(data, sparse=True))
+    assert torch.allclose(dense, sparse, atol=1e-10)
+
+
+def test_zero_layers_is_quate(data):
+    model = make(data, num_layers=0, dropout=0.0, batch_norm=False)
+    assert model.encoder is None and len(model.decoders) == 1
+    heads, relations = torch.tensor([1, 2]), torch.tensor([0, 5])
+    quate = QuatEDecoder(8, batch_norm=False).double()
+    x, rel = model.entity_embedding.weight, model.relation_embedding.weight
+    expected = quate.score_all(x[heads], rel[relations], x)
+    assert torch.allclose(model(heads, relations), expected)
+
+
+def test_loss_equals_dense_bce_with_label_smoothing(data):
+    model = make(data, num_layers=2, alpha0=0.9, dropout=0.0).train()
+    encoded = model.encode(**model.graph_inputs(data))
+    heads, relations = torch.tensor([0, 1, 2, 3]), torch.tensor([0, 1, 2, 3])
+    positives = torch.tensor([[0, 0, 2, 3], [4, 9, 1, 0]])
+    loss = model.loss(encoded, heads, relations, positives)
+
+    encoded = model.encode(**model.graph_inputs(data))  # same batch statistics: same batch
+    logits = model.layer_scores(encoded, heads, relations)
+    targets = torch.zeros(4, 30, dtype=torch.float64)
+    targets[positives[0], positives[1]] = 1.0
+    targets = 0.9 * targets + 1.0 / 30
+    expected = sum(
+        w * F.binary_cross_entropy(torch.sigmoid(logits[k]), targets) for k, w in enumerate([0.9, 0.05, 0.05])
+    )
+    assert torch.allclose(loss, expected, atol=1e-10)
+
+
+def test_gradients_reach_every_parameter(data):
+    model = make(data, num_layers=2)
+    encoded = model.encode(**model.graph_inputs(data))
+    model.loss(encoded, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]])).backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert missing == []
+
+
+def test_bad_arguments(data):
+    with pytest.raises(ValueError, match="multiple of 4"):
+        WGE(10, 2, channels=10)
+    with pytest.raises(ValueError, match="views"):
+        WGE(10, 2, channels=8, views="three-view")
+    model = WGE(data.num_nodes, data.num_relations, channels=8, views="levi")
+    del data.levi_edge_index
+    with pytest.raises(ValueError, match="levi_edge_index"):
+        model.graph_inputs(data)
