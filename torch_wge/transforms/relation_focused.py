@@ -13,6 +13,9 @@ from torch_wge.transforms._utils import training_triples, undirected_edges
 #: formed at once while extracting constraints (a chunk may exceed it by the
 #: square of the largest number of distinct relations at one entity).
 MAX_CHUNK_PRODUCTS = 1 << 22
+#: Pair counts go to a dense table of all (2R)^2 ordered relation pairs when
+#: it has at most this many entries, and are merged sparsely otherwise.
+DENSE_PAIR_TABLE = 1 << 22
 
 
 class RelationFocusedConstraints(NamedTuple):
@@ -139,30 +142,53 @@ class _Extraction(NamedTuple):
 def _extract(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int,
              num_relations: int, beta: float, return_constraints: bool,
              return_incidences: bool,
-             max_products: int = MAX_CHUNK_PRODUCTS) -> _Extraction:
+             max_products: Optional[int] = None) -> _Extraction:
     beta = _check_beta(beta)
+    if max_products is None:
+        max_products = MAX_CHUNK_PRODUCTS
     R, R2 = num_relations, 2 * num_relations
     inc = _incidences(head.long(), rel.long(), tail.long(), num_nodes, R)
     chunks = _chunks(inc, max_products)
 
-    # Pass 1: count the distinct constraints of every (r_s, r_o) pair.
-    pair_count_all = torch.zeros(R2 * R2, dtype=torch.long)
+    # Pass 1: count the distinct constraints of every (r_s, r_o) pair, in a
+    # dense table of the (2R)^2 pair ids when it is small, sparsely else.
+    dense = R2 * R2 <= DENSE_PAIR_TABLE
+    pair_count_all = torch.zeros(R2 * R2 if dense else 0, dtype=torch.long)
+    sparse_ids, sparse_counts = [], []
     cache = None
     for start, end in chunks:
         out = _products(inc, start, end, R)
-        pair_count_all += torch.bincount(out[2], minlength=R2 * R2)
+        if dense:
+            pair_count_all += torch.bincount(out[2], minlength=R2 * R2)
+        else:
+            ids, num = torch.unique(out[2], return_counts=True)
+            sparse_ids.append(ids)
+            sparse_counts.append(num)
         if len(chunks) == 1:
             cache = out
-    pid = torch.nonzero(pair_count_all).view(-1)  # ascending
-    count = pair_count_all[pid]
+    if dense:
+        pid = torch.nonzero(pair_count_all).view(-1)  # ascending
+        count = pair_count_all[pid]
+    elif sparse_ids:
+        pid, inverse = torch.unique(torch.cat(sparse_ids), return_inverse=True)
+        count = torch.zeros(pid.numel(), dtype=torch.long).scatter_add_(
+            0, inverse, torch.cat(sparse_counts))
+    else:
+        pid = count = torch.empty(0, dtype=torch.long)
     count, order = torch.sort(count, descending=True, stable=True)
     pid = pid[order]
     k = num_top_pairs(beta, pid.numel())
     cutoff = int(count[k - 1]) if k > 0 else None
     pair_kept = (count >= cutoff if cutoff is not None else
                  torch.zeros_like(count, dtype=torch.bool))
-    kept_all = torch.zeros(R2 * R2, dtype=torch.bool)
-    kept_all[pid[pair_kept]] = True
+    kept_ids = torch.sort(pid[pair_kept]).values
+
+    def is_kept(p: Tensor) -> Tensor:
+        if kept_ids.numel() == 0:
+            return torch.zeros_like(p, dtype=torch.bool)
+        pos = torch.searchsorted(kept_ids, p).clamp_(max=kept_ids.numel() - 1)
+        return kept_ids[pos] == p
+
     num_constraints = int(count.sum())
     num_kept = int(count[pair_kept].sum())
 
@@ -176,7 +202,7 @@ def _extract(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int,
         for start, end in chunks:
             src, dst, p = cache if cache is not None else _products(
                 inc, start, end, R)
-            kept = kept_all[p]
+            kept = is_kept(p)
             if return_incidences:
                 in_used[src[kept]] = True
                 out_used[dst[kept]] = True
@@ -215,7 +241,7 @@ def relation_focused_constraints(
     data: Data,
     beta: float = 0.2,
     return_constraints: bool = True,
-    max_chunk_products: int = MAX_CHUNK_PRODUCTS,
+    max_chunk_products: Optional[int] = None,
 ) -> RelationFocusedConstraints:
     r"""Extracts the relation-focused (RF) constraints of WGE from the
     training triples of :obj:`data` and selects the kept ones; see
@@ -236,7 +262,8 @@ def relation_focused_constraints(
             statistics are returned and :obj:`constraints` and
             :obj:`constraint_kept` are :obj:`None`. (default: :obj:`True`)
         max_chunk_products (int, optional): Bound on the products formed at
-            once. (default: :obj:`4194304`)
+            once; :obj:`None` takes :obj:`MAX_CHUNK_PRODUCTS` (:math:`2^{22}`).
+            (default: :obj:`None`)
 
     Returns:
         :class:`RelationFocusedConstraints`
