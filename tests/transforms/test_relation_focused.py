@@ -307,3 +307,13 @@ def test_evaluation_triples_do_not_change_any_view():
             a = transform(data.clone())[key]
             b = transform(more.clone())[key]
             assert torch.equal(a, b), (transform, seed)
+
+
+def test_empty_training_set():
+    data = hand_kg()
+    data.train_mask[:] = False
+    out = RelationFocusedTransform(beta=1.0)(data)
+    assert out.rf_edge_index.shape == (2, 0) and out.rf_num_nodes == 12
+    stats = relation_focused_constraints(data, beta=1.0)
+    assert (stats.num_constraints, stats.num_pairs, stats.cutoff) == (0, 0, None)
+    assert stats.constraints.shape == (0, 3)

@@ -47,7 +47,7 @@ def read_triples(path: str) -> Tuple[Triples, List[int]]:
             line that does not hold exactly three non-empty tab-separated
             fields, or naming the file when it holds no triple.
     """
-    with open(path, encoding='utf-8') as f:
+    with open(path, encoding='utf-8-sig') as f:  # a leading BOM is dropped
         text = f.read()
     lines = text.split('\n')
     if lines and lines[-1] == '':
