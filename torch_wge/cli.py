@@ -164,11 +164,12 @@ def run_predict(args) -> None:
 
 
 def run_stats(args) -> None:
-    from torch_wge.datasets import dataset_statistics, get_dataset
+    from torch_wge.datasets import dataset_statistics
+    from torch_wge.training import open_dataset
 
     if not 0.0 <= args.beta <= 1.0:
         raise CliError(f"beta must be in [0, 1], got {args.beta}")
-    dataset = get_dataset(args.dataset, args.root)
+    dataset = open_dataset(args.dataset, args.root)
     stats = dataset_statistics(dataset[0], beta=args.beta)
     if args.json:
         print(json.dumps(stats, indent=2))

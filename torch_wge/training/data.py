@@ -5,7 +5,7 @@ import torch_geometric.transforms as T
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
-from torch_wge.datasets import get_dataset
+from torch_wge.datasets import DATASETS, get_dataset
 from torch_wge.training.config import TrainConfig
 from torch_wge.transforms import EntityFocusedTransform, LeviGraphTransform, RelationFocusedTransform
 
@@ -27,13 +27,20 @@ def graph_transform(config: TrainConfig) -> T.Compose:
     return T.Compose(transforms)
 
 
+def open_dataset(name: str, root: str, **kwargs) -> InMemoryDataset:
+    """The dataset called ``name`` under ``root``, or the folder of triple files ``name``."""
+    return get_dataset(name, root if name.lower() in DATASETS else None, **kwargs)
+
+
 def load_data(config: TrainConfig) -> Tuple[InMemoryDataset, Data]:
     """Loads (or downloads) ``config.dataset`` under ``config.root`` and builds its graph views.
+    A ``config.dataset`` that is no dataset name but a folder is read as a
+    :class:`~torch_wge.datasets.TriplesFolder`.
 
     The views are built on access (``transform``), not stored (``pre_transform``),
     so a changed ``beta`` can never reuse a stale graph.
     """
-    dataset = get_dataset(config.dataset, config.root, transform=graph_transform(config))
+    dataset = open_dataset(config.dataset, config.root, transform=graph_transform(config))
     return dataset, dataset[0]
 
 
