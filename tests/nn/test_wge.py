@@ -89,3 +89,26 @@ def test_bad_arguments(data):
     del data.levi_edge_index
     with pytest.raises(ValueError, match="levi_edge_index"):
         model.graph_inputs(data)
+
+
+def test_one_to_n_bce_gradient_matches_autograd_reference():
+    from torch_wge.nn.kge.loss import one_to_n_bce
+
+    torch.manual_seed(0)
+    logits = torch.randn(3, 4, 6, dtype=torch.float64, requires_grad=True)
+    positives = torch.tensor([[0, 0, 1, 3, 3], [1, 5, 2, 0, 4]])
+    weights = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    loss = one_to_n_bce(logits, positives, weights, 0.2)
+    (grad,) = torch.autograd.grad(loss, logits)
+
+    reference_logits = logits.detach().clone().requires_grad_()
+    targets = torch.zeros(4, 6, dtype=torch.float64)
+    targets[positives[0], positives[1]] = 1.0
+    targets = 0.8 * targets + 1 / 6
+    reference = sum(
+        w * F.binary_cross_entropy_with_logits(reference_logits[k], targets) for k, w in enumerate(weights)
+    )
+    (reference_grad,) = torch.autograd.grad(reference, reference_logits)
+    assert torch.allclose(loss, reference, atol=1e-12)
+    assert torch.allclose(grad, reference_grad, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda x: one_to_n_bce(x, positives, weights, 0.2), (logits,))

@@ -2,13 +2,13 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.typing import Adj
 from torch_geometric.utils import to_torch_csr_tensor
 
 from torch_wge.nn.kge import QuatEDecoder
+from torch_wge.nn.kge.loss import one_to_n_bce
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.utils.quaternion import check_quaternion_size
 
@@ -211,22 +211,15 @@ class WGE(torch.nn.Module):
             \mathcal{L} = \sum_k \alpha_k \frac{1}{BN} \sum_{b, n}
             \mathrm{BCE}\left(\sigma(f_k(h_b, r_b, n)), (1 - \epsilon) y_{bn} + 1/N\right)
 
-        computed as :math:`\mathrm{softplus}(f) - y f` from the sparse positives,
-        without building the dense target matrix.
+        computed by :func:`~torch_wge.nn.kge.loss.one_to_n_bce` from the sparse
+        positives, without building the dense target matrix.
 
         Args:
             positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with ``y_{bn} = 1``.
         """
-        logits = self.layer_scores(encoded, heads, relations)  # [K + 1, B, N]
-        num_queries, num_entities = logits.shape[1:]
-        eps = self.label_smoothing
-        positive_sum = logits[:, positives[0], positives[1]].sum(dim=-1)  # [K + 1]
-        per_layer = (
-            F.softplus(logits).mean(dim=(1, 2))
-            - logits.mean(dim=(1, 2)) / num_entities
-            - (1.0 - eps) * positive_sum / (num_queries * num_entities)
+        return one_to_n_bce(
+            self.layer_scores(encoded, heads, relations), positives, self.layer_weights, self.label_smoothing
         )
-        return (per_layer * self.layer_weights).sum()
 
     def forward(
         self,
