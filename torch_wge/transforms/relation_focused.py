@@ -12,7 +12,7 @@ from torch_wge.transforms._utils import training_triples, undirected_edges
 #: Default bound on the number of (incoming, outgoing) relation products
 #: formed at once while extracting constraints (a chunk may exceed it by the
 #: square of the largest number of distinct relations at one entity).
-MAX_CHUNK_PRODUCTS = 1 << 22
+MAX_CHUNK_PRODUCTS = 1 << 18
 #: Pair counts go to a dense table of all (2R)^2 ordered relation pairs when
 #: it has at most this many entries, and are merged sparsely otherwise.
 DENSE_PAIR_TABLE = 1 << 22
@@ -262,7 +262,7 @@ def relation_focused_constraints(
             statistics are returned and :obj:`constraints` and
             :obj:`constraint_kept` are :obj:`None`. (default: :obj:`True`)
         max_chunk_products (int, optional): Bound on the products formed at
-            once; :obj:`None` takes :obj:`MAX_CHUNK_PRODUCTS` (:math:`2^{22}`).
+            once; :obj:`None` takes :obj:`MAX_CHUNK_PRODUCTS` (:math:`2^{18}`).
             (default: :obj:`None`)
 
     Returns:
