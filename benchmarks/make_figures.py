@@ -1,0 +1,107 @@
+"""Figures from run folders (matplotlib required: ``pip install -e ".[plot]"``).
+
+    # validation MRR against epochs and against wall time, one line per run
+    python benchmarks/make_figures.py curves runs/codex-s-wge runs/reproduce/codex-s/quate --out benchmarks/figures/codex-s-curves.png
+    # per-relation MRR, head and tail prediction, for the 10 most frequent relations (WGE beside QuatE)
+    python benchmarks/make_figures.py relations runs/codex-s-wge runs/reproduce/codex-s/quate --split valid --out benchmarks/figures/codex-s-relations.png
+    # best validation MRR of each run against a setting (beta, channels)
+    python benchmarks/make_figures.py sensitivity runs/reproduce/codex-s/beta/* --setting beta --out benchmarks/figures/beta.png
+"""
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_log(run: Path):
+    return [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()]
+
+
+def label_of(run: Path) -> str:
+    config = json.loads((run / "config.json").read_text())
+    model = "QuatE" if config["num_layers"] == 0 else f"WGE ({config['views']}, {config['conv']})"
+    return f"{config['dataset']} {model}, lr {config['lr']:g}"
+
+
+def curves(runs, out):
+    fig, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(11, 4))
+    for run in runs:
+        evals = [r for r in read_log(run) if r["event"] == "eval"]
+        mrr = [r["both.mrr"] for r in evals]
+        by_epoch.plot([r["epoch"] for r in evals], mrr, label=label_of(run))
+        by_time.plot([r["wall_seconds"] / 60 for r in evals], mrr, label=label_of(run))
+    for ax, xlabel in ((by_epoch, "epoch"), (by_time, "wall time (min, training + validation)")):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("validation MRR (filtered)")
+        ax.grid(alpha=0.3)
+    by_epoch.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def relations(runs, split, out):
+    from torch_wge.training import open_dataset
+
+    results = [json.loads((run / "results.json").read_text()) for run in runs]
+    config = results[0]["config"]
+    dataset = open_dataset(config["dataset"], config["root"])
+    data = dataset[0]
+    frequency = Counter(data.edge_type[data.train_mask].tolist())
+    top = [r for r, _ in frequency.most_common(10)]
+    labels = getattr(dataset, "relation_labels", None)
+    names = [(labels[r] if labels and labels[r] else dataset.relation_names[r])[:28] for r in top]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
+    width = 0.8 / len(runs)
+    for side, ax in zip(("head", "tail"), axes):
+        for i, (run, result) in enumerate(zip(runs, results)):
+            table = {(row["relation"], row["side"]): row["mrr"] for row in result[split]["per_relation"]}
+            values = [table.get((r, side), 0.0) for r in top]
+            ax.bar([x + i * width for x in range(len(top))], values, width, label=label_of(run))
+        ax.set_title(f"{side} prediction ({split})")
+        ax.set_xticks([x + width * (len(runs) - 1) / 2 for x in range(len(top))], names, rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("MRR (filtered)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def sensitivity(runs, setting, out):
+    points = []
+    for run in runs:
+        result = json.loads((run / "results.json").read_text())
+        points.append((result["config"][setting], result["valid"]["metrics"]["both"]["mrr"], result["epochs_trained"]))
+    points.sort()
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+    ax.set_xlabel(setting)
+    ax.set_ylabel("best validation MRR")
+    ax.set_title(f"CoDEx-S, {points[0][2]} epochs each")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["curves", "relations", "sensitivity"])
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--split", default="valid", choices=["valid", "test"])
+    parser.add_argument("--setting", default="beta")
+    args = parser.parse_args()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    if args.kind == "curves":
+        curves(args.runs, args.out)
+    elif args.kind == "relations":
+        relations(args.runs, args.split, args.out)
+    else:
+        sensitivity(args.runs, args.setting, args.out)
+
+
+if __name__ == "__main__":
+    main()
