@@ -38,8 +38,9 @@ def undirected_edges(src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
           unordered pairs :math:`\{u, v\}`, :math:`u \neq v`
     """
     src, dst = src.long(), dst.long()
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    key = torch.cat([src * num_nodes + dst, dst * num_nodes + src])
-    key = torch.unique(key)  # sorted
+    lo, hi = torch.minimum(src, dst), torch.maximum(src, dst)
+    keep = lo != hi
+    key = torch.unique(lo[keep] * num_nodes + hi[keep])  # each pair once
+    lo, hi = key // num_nodes, key % num_nodes
+    key = torch.sort(torch.cat([key, hi * num_nodes + lo])).values
     return torch.stack([key // num_nodes, key % num_nodes], dim=0)
