@@ -6,6 +6,7 @@ Every error caused by the arguments or the files prints one line and exits with 
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -71,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(train)
     train.add_argument("--out", default=None, help="output folder for checkpoints and logs (default: runs/<dataset>)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    train.add_argument(
+        "--backend", choices=["gloo", "nccl"], default=None,
+        help="process-group backend under torchrun (default: nccl on CUDA, gloo on the CPU)",
+    )
     add_common(train)
 
     evaluate = commands.add_parser("evaluate", help="filtered ranking metrics of a checkpoint")
@@ -112,13 +117,19 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 # ---------------------------------------------------------------- commands
 def run_train(args) -> None:
-    from torch_wge.training import Trainer, load_data
+    from torch_wge.training import Trainer, graph_transform, open_dataset
+    from torch_wge.training.distributed import DistributedContext
 
     config = config_from_args(args)
     out = Path(args.out or Path("runs") / Path(config.dataset).name)
-    _, data = load_data(config)
-    result = Trainer(config, data, out, progress=not args.no_progress).fit(resume=args.resume)
-    print_final(result, out)
+    # under torchrun: join the process group first, so that one process
+    # downloads and processes the dataset before the others read it
+    context = DistributedContext.from_environment(config.device, args.backend)
+    dataset = context.in_turn(lambda: open_dataset(config.dataset, config.root, transform=graph_transform(config)))
+    data = dataset[0]
+    result = Trainer(config, data, out, progress=not args.no_progress, backend=args.backend).fit(resume=args.resume)
+    if context.is_main:
+        print_final(result, out)
 
 
 def print_final(result: dict, out: Path) -> None:
@@ -194,7 +205,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         COMMANDS[args.command](args)
     except (CliError, CheckpointError, ValueError, FileExistsError, FileNotFoundError, KeyError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"torch-wge {args.command}: error: {message}", file=sys.stderr)
+        rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
+        print(f"torch-wge {args.command}: error{rank}: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"torch-wge {args.command}: interrupted (a training run resumes with --resume)", file=sys.stderr)

@@ -13,8 +13,11 @@ from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.training.checkpoint import CheckpointError, check_compatible, load_checkpoint, save_checkpoint
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
+from torch_wge.training.distributed import (
+    BatchLoss, DistributedContext, dropout_seed, sync_decoder_batch_norm, wrap_data_parallel,
+)
 from torch_wge.training.inference import evaluate_model
-from torch_wge.training.model import build_model, resolve_device
+from torch_wge.training.model import build_model
 from torch_wge.training.queries import TrainingQueries
 
 
@@ -41,24 +44,44 @@ class Trainer:
     - ``results.json``: config, best epoch, best validation and test metrics
       (overall, per side and per relation), wall time and versions.
 
+    **Several processes.** Started by ``torchrun`` (``WORLD_SIZE > 1`` in the
+    environment, or a process group already initialised), the trainer joins
+    the process group and trains data-parallel: every process holds the
+    model and the graph, takes its contiguous part of every global batch of
+    ``batch_size`` queries, and gradients are averaged with
+    :class:`~torch.nn.parallel.DistributedDataParallel`; the decoders' batch
+    norms are synchronised, evaluation is sharded, and only rank 0 writes
+    files or shows progress. See :mod:`torch_wge.training.distributed` for
+    what equals a one-process run (everything but the dropout masks).
+
     Args:
         config (TrainConfig): The run's settings.
         data (Data): The graph with its views (see :func:`load_data`).
         out_dir (str or Path): Folder for checkpoints and logs.
         progress (bool, optional): Show progress bars. (default: :obj:`True`)
+        backend (str, optional): Process-group backend when started by
+            ``torchrun``. (default: ``"nccl"`` on CUDA, ``"gloo"`` on the CPU)
     """
 
-    def __init__(self, config: TrainConfig, data: Data, out_dir: Union[str, Path], progress: bool = True):
+    def __init__(
+        self, config: TrainConfig, data: Data, out_dir: Union[str, Path], progress: bool = True,
+        backend: Optional[str] = None,
+    ):
         config.validate()
         self.config = config
         self.out_dir = Path(out_dir)
         self.progress = progress
-        self.device = resolve_device(config.device)
+        self.dist = DistributedContext.from_environment(config.device, backend)
+        self.device = self.dist.device
         self.graph = graph_sizes(data)
 
         torch.manual_seed(config.seed)
         self.model = build_model(config, data).to(self.device)
         self.graph_inputs = {k: v.to(self.device) for k, v in self.model.graph_inputs(data).items()}
+        if self.dist.enabled:
+            sync_decoder_batch_norm(self.model, self.dist.new_group())
+        # the training loss as a module: DistributedDataParallel hooks on forward
+        self.loss_module = wrap_data_parallel(BatchLoss(self.model, self.graph_inputs), self.dist)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
         self.generator = torch.Generator().manual_seed(config.seed)
 
@@ -76,13 +99,26 @@ class Trainer:
 
     # ----------------------------------------------------------------- steps
     def train_epoch(self) -> float:
-        """One pass over all training queries; returns the mean batch loss."""
-        self.model.train()
+        """One pass over all training queries; returns the mean batch loss.
+
+        The queries are shuffled with the run's generator (as
+        :meth:`TrainingQueries.batches` does) and cut into global batches of
+        ``batch_size``; with several processes each takes its contiguous
+        part of every batch and scales its loss by its share (see
+        :mod:`torch_wge.training.distributed`), and the returned loss is that
+        of the global batches."""
+        self.loss_module.train()
+        world = self.dist.world_size
+        if self.dist.enabled:  # per-process dropout stream, reproducible on resume
+            torch.manual_seed(dropout_seed(self.config.seed, self.epoch, self.dist.rank))
         total, batches = 0.0, 0
-        for heads, relations, positives in self.queries.batches(self.config.batch_size, self.generator):
+        order = torch.randperm(len(self.queries), generator=self.generator)
+        for chunk in order.split(self.config.batch_size):
+            start, stop = self.dist.shard(chunk.numel())
+            heads, relations, positives = self.queries.batch(chunk[start:stop])
             heads, relations, positives = heads.to(self.device), relations.to(self.device), positives.to(self.device)
-            encoded = self.model.encode(**self.graph_inputs)
-            loss = self.model.loss(encoded, heads, relations, positives)
+            scale = world * (stop - start) / chunk.numel() if world > 1 else 1.0
+            loss = self.loss_module(heads, relations, positives, scale)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if self.config.grad_clip > 0:
@@ -90,11 +126,16 @@ class Trainer:
             self.optimizer.step()
             total += loss.item()
             batches += 1
+        # the global batch's loss is the mean of the processes' scaled losses
+        total = self.dist.sum(total) / world
         return total / max(batches, 1)
 
     def evaluate(self, split: str = "valid") -> LinkPredictionResults:
-        """Filtered ranking of ``split`` (valid or test), both directions, encoder run once."""
-        return evaluate_model(self.model, self.graph_inputs, self.evaluators[split], self.config.eval_batch_size)
+        """Filtered ranking of ``split`` (valid or test), both directions, encoder run once
+        (sharded over the processes of a distributed run; every process gets the results)."""
+        return evaluate_model(
+            self.model, self.graph_inputs, self.evaluators[split], self.config.eval_batch_size, distributed=self.dist
+        )
 
     # ----------------------------------------------------------- checkpoints
     def state(self) -> Dict[str, Any]:
@@ -111,15 +152,23 @@ class Trainer:
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
                 "shuffle": self.generator.get_state(),
             },
+            "world_size": self.dist.world_size,
             "version": __version__,
         }
 
     def load_state(self, path: Union[str, Path]) -> None:
-        """Restores a ``last.pt`` written by this trainer (same dataset and model settings)."""
-        state = load_checkpoint(path, map_location=self.device)
+        """Restores a ``last.pt`` written by this trainer (same dataset and model settings).
+        With several processes, rank 0 reads the file and sends it to the others."""
+        self._restore(self.dist.on_main(lambda: self._read_state(path)))
+
+    def _read_state(self, path: Union[str, Path]) -> Dict[str, Any]:
+        state = load_checkpoint(path, map_location="cpu" if self.dist.enabled else self.device)
         if "optimizer" not in state:
             raise CheckpointError(f"{path} holds no training state (only a model); it cannot be resumed")
         check_compatible(state, self.config.to_dict(), self.graph, path)
+        return state
+
+    def _restore(self, state: Dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.best, self.wall_seconds = state["epoch"], state["best"], state["wall_seconds"]
@@ -138,6 +187,8 @@ class Trainer:
             log.write_text("".join(json.dumps(r) + "\n" for r in kept))
 
     def _log(self, record: Dict[str, Any]) -> None:
+        if not self.dist.is_main:
+            return
         with open(self.out_dir / "log.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
 
@@ -147,21 +198,29 @@ class Trainer:
         evaluates the best checkpoint; returns the content of ``results.json``."""
         start_time = time.perf_counter()
         last = self.out_dir / "last.pt"
+        main = self.dist.is_main
+        # the run folder is read by rank 0 only (other machines may not see it)
         if resume:
-            if not last.is_file():
-                raise CheckpointError(f"nothing to resume: {last} does not exist")
-            self.load_state(last)
-            self._truncate_log()
-        elif last.exists():
+            def read_last():
+                if not last.is_file():
+                    raise CheckpointError(f"nothing to resume: {last} does not exist")
+                return self._read_state(last)
+
+            self._restore(self.dist.on_main(read_last))
+            if main:
+                self._truncate_log()
+        elif self.dist.on_main(last.exists):
             raise FileExistsError(
                 f"{self.out_dir} already holds a run; pass resume=True (--resume) to continue it "
                 f"or choose another output folder"
             )
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2))
+        if main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2))
 
         cfg = self.config
-        bar = tqdm(total=cfg.epochs, initial=self.epoch, desc="epochs", unit="epoch", disable=not self.progress)
+        bar = tqdm(total=cfg.epochs, initial=self.epoch, desc="epochs", unit="epoch",
+                   disable=not (self.progress and main))
         while self.epoch < cfg.epochs and not self._should_stop():
             tic = time.perf_counter()
             loss = self.train_epoch()
@@ -174,7 +233,8 @@ class Trainer:
             bar.set_postfix(loss=f"{loss:.4f}", best_mrr=f"{max(self.best['mrr'], 0):.4f}")
             if self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs:
                 self._validate(bar)
-            save_checkpoint(self.state(), last)
+            if main:
+                save_checkpoint(self.state(), last)
         bar.close()
         return self._finish(time.perf_counter() - start_time)
 
@@ -191,21 +251,28 @@ class Trainer:
         improved = mrr > self.best["mrr"]
         if improved:
             self.best = {"epoch": self.epoch, "mrr": mrr, "evaluations_since": 0}
+        else:
+            self.best["evaluations_since"] += 1
+        if not self.dist.is_main:
+            return
+        if improved:
             save_checkpoint(
                 {"config": self.config.to_dict(), "graph": self.graph, "epoch": self.epoch,
                  "model": self.model.state_dict(), "valid": results.to_flat_dict(), "version": __version__},
                 self.out_dir / "best.pt",
             )
-        else:
-            self.best["evaluations_since"] += 1
         self._log({"event": "eval", "split": "valid", "epoch": self.epoch, "seconds": seconds,
                    "wall_seconds": self.wall_seconds, **results.to_flat_dict()})
         bar.write(f"epoch {self.epoch:5d} | valid {results.summary_line()} | {seconds:.2f}s" + (" | best" if improved else ""))
 
     def _finish(self, seconds: float) -> Dict[str, Any]:
         best_path = self.out_dir / "best.pt"
-        if best_path.is_file():
-            self.model.load_state_dict(load_checkpoint(best_path, map_location=self.device)["model"])
+        map_location = "cpu" if self.dist.enabled else self.device
+        best = self.dist.on_main(
+            lambda: load_checkpoint(best_path, map_location=map_location)["model"] if best_path.is_file() else None
+        )
+        if best is not None:
+            self.model.load_state_dict(best)
         valid, test = self.evaluate("valid"), self.evaluate("test")
         record = {
             "config": self.config.to_dict(),
@@ -217,9 +284,12 @@ class Trainer:
             "wall_seconds": self.wall_seconds,
             "wall_seconds_this_session": seconds,
             "device": str(self.device),
+            "world_size": self.dist.world_size,
+            "backend": self.dist.backend,
             "threads": torch.get_num_threads(),
             "versions": {"torch_wge": __version__, "torch": torch.__version__},
         }
-        (self.out_dir / "results.json").write_text(json.dumps(record, indent=2))
+        if self.dist.is_main:
+            (self.out_dir / "results.json").write_text(json.dumps(record, indent=2))
         self._log({"event": "final", "best_epoch": self.best["epoch"], "valid": valid.to_flat_dict(), "test": test.to_flat_dict()})
         return record

@@ -1,0 +1,170 @@
+"""Peak memory of evaluation and of one training batch on a CoDEx-L-sized graph.
+
+The graph is synthetic (:func:`torch_wge.testing.random_kg`) with CoDEx-L's
+sizes: 77,951 entities, 69 relations, 551,193 train, 30,622 valid and
+30,622 test triples (random_kg moves the few evaluation triples whose
+entities never occur in training to train). ``prepare`` builds it and its
+graph views once; every measurement then runs in a fresh subprocess that
+loads them, builds WGE (256 channels, K = 2), resets the peak resident set
+size (``/proc/self/clear_refs``, Linux) and reports "peak +MB": the peak
+during the measured step minus the resident size just before it.
+
+- ``eval``: filtered ranking (both directions, the encoder run once, under
+  ``torch.no_grad``) of the first ``--queries / 2`` test triples, scored
+  ``--chunk`` queries at a time (the ``eval_batch_size`` of training).
+- ``train``: one training step on ``--batch-size`` queries (encoder over the
+  whole graph, 1-N loss at every layer, backward, clipping, Adam), after one
+  warm-up step (which allocates Adam's state and the cached adjacencies);
+  also the encoder alone (forward and backward of the sum of its outputs).
+
+Example::
+
+    python benchmarks/bench_distributed_memory.py prepare --graph /tmp/codex-l-synthetic.pt
+    python benchmarks/bench_distributed_memory.py all --graph /tmp/codex-l-synthetic.pt
+"""
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+SIZES = dict(num_entities=77_951, num_relations=69, train=551_193, valid=30_622, test=30_622)
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    raise KeyError(field)
+
+
+def reset_peak() -> float:
+    """Resets the peak RSS and returns the current RSS in MB."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_mb("VmRSS")
+
+
+def prepare(path: str) -> None:
+    import torch_geometric.transforms as T
+
+    from torch_wge.testing import random_kg
+    from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+
+    total = SIZES["train"] + SIZES["valid"] + SIZES["test"]
+    tic = time.perf_counter()
+    kg = random_kg(SIZES["num_entities"], SIZES["num_relations"], total,
+                   split=(SIZES["train"] / total, SIZES["valid"] / total), seed=0)
+    generated = time.perf_counter() - tic
+    tic = time.perf_counter()
+    data = T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.2)])(kg)
+    views = time.perf_counter() - tic
+    torch.save(data, path)
+    print(json.dumps({
+        "train": int(data.train_mask.sum()), "valid": int(data.val_mask.sum()), "test": int(data.test_mask.sum()),
+        "ef_edges": int(data.ef_edge_index.size(1)), "rf_edges": int(data.rf_edge_index.size(1)),
+        "generate_s": round(generated, 1), "views_s": round(views, 1),
+    }))
+
+
+def _model(data):
+    from torch_wge.nn import WGE
+
+    torch.manual_seed(0)
+    model = WGE(int(data.num_nodes), int(data.num_relations), channels=256, num_layers=2)
+    return model, model.graph_inputs(data)
+
+
+def measure_eval(path: str, chunk: int, queries: int) -> dict:
+    from torch_wge.evaluation import LinkPredictionEvaluator
+    from torch_wge.training import split_triples
+    from torch_wge.training.inference import evaluate_model
+
+    data = torch.load(path, weights_only=False)
+    model, inputs = _model(data)
+    triples = split_triples(data, "test")[: queries // 2]
+    evaluator = LinkPredictionEvaluator(triples, split_triples(data, "all"), int(data.num_nodes),
+                                        int(data.num_relations))
+    before = reset_peak()
+    tic = time.perf_counter()
+    results = evaluate_model(model, inputs, evaluator, batch_size=chunk)
+    seconds = time.perf_counter() - tic
+    return {"what": "eval", "chunk": chunk, "queries": evaluator.num_queries, "rss_before_mb": round(before),
+            "peak_plus_mb": round(_status_mb("VmHWM") - before), "seconds": round(seconds, 1),
+            "scores_per_chunk_mb": round(min(chunk, evaluator.num_queries) * int(data.num_nodes) * 4 / 2**20),
+            "mrr": round(results["both.mrr"], 5)}
+
+
+def measure_train(path: str, batch_size: int) -> dict:
+    from torch_wge.training import TrainingQueries, split_triples
+    from torch_wge.training.distributed import BatchLoss
+
+    data = torch.load(path, weights_only=False)
+    model, inputs = _model(data)
+    queries = TrainingQueries(split_triples(data, "train"), int(data.num_nodes), int(data.num_relations))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    module = BatchLoss(model, inputs).train()
+    order = torch.randperm(len(queries), generator=torch.Generator().manual_seed(0))
+
+    def step(index):
+        loss = module(*queries.batch(index))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5, foreach=True)
+        optimizer.step()
+
+    before_first = reset_peak()
+    tic = time.perf_counter()
+    step(order[:batch_size])
+    first = (_status_mb("VmHWM") - before_first, time.perf_counter() - tic)
+    before = reset_peak()
+    tic = time.perf_counter()
+    step(order[batch_size : 2 * batch_size])
+    steady = (_status_mb("VmHWM") - before, time.perf_counter() - tic)
+
+    optimizer.zero_grad(set_to_none=True)
+    before_encoder = reset_peak()
+    tic = time.perf_counter()
+    encoded = model.encode(**inputs)
+    sum(x.sum() for x in encoded.entities + encoded.relations).backward()
+    encoder = (_status_mb("VmHWM") - before_encoder, time.perf_counter() - tic)
+    num_layers = len(encoded.entities)
+    return {"what": "train", "batch_size": batch_size, "queries": len(queries),
+            "rss_before_mb": round(before), "peak_plus_mb_first_step": round(first[0]),
+            "peak_plus_mb": round(steady[0]), "seconds": round(steady[1], 1),
+            "encoder_peak_plus_mb": round(encoder[0]), "encoder_seconds": round(encoder[1], 1),
+            "logits_mb": round(num_layers * batch_size * int(data.num_nodes) * 4 / 2**20),
+            "parameters_mb": round(sum(p.numel() for p in model.parameters()) * 4 / 2**20)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["prepare", "eval", "train", "all"])
+    parser.add_argument("--graph", required=True, help="file of the prepared graph")
+    parser.add_argument("--chunk", type=int, default=1024, help="eval: queries scored at once")
+    parser.add_argument("--queries", type=int, default=2 * SIZES["test"], help="eval: queries ranked")
+    parser.add_argument("--batch-size", type=int, default=1024, help="train: queries per batch")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.command == "prepare":
+        prepare(args.graph)
+    elif args.command == "eval":
+        print(json.dumps(measure_eval(args.graph, args.chunk, args.queries)))
+    elif args.command == "train":
+        print(json.dumps(measure_train(args.graph, args.batch_size)))
+    else:
+        runs = [["eval", "--chunk", str(c), "--queries", str(q)] for q in (4_000, 16_000) for c in (256, 4_000)]
+        runs += [["eval", "--chunk", "1024"], ["train"]]
+        for run in runs:
+            out = subprocess.run([sys.executable, __file__, *run, "--graph", args.graph, "--threads", str(args.threads)],
+                                 check=True, capture_output=True, text=True).stdout
+            print(out.strip().splitlines()[-1], flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,298 @@
+"""Data-parallel training and sharded evaluation with 2 CPU processes (gloo on loopback).
+
+The processes are started with torch.multiprocessing and find each other through the
+torchrun environment variables, so the Trainer's own detection is what is tested. They are
+forked (a spawned process would spend seconds importing torch again); each uses one thread.
+"""
+import json
+import os
+import socket
+import time
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+import torch_geometric.transforms as T
+
+from torch_wge.evaluation import LinkPredictionEvaluator
+from torch_wge.testing import random_kg
+from torch_wge.training import TrainConfig, Trainer, load_checkpoint, split_triples
+from torch_wge.training.distributed import (
+    BatchLoss, DistributedContext, SyncedBatchNorm1d, chunk_shard_bounds, shard_bounds, sync_decoder_batch_norm,
+    wrap_data_parallel,
+)
+from torch_wge.training.inference import evaluate_model
+from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+
+WORLD_SIZE = 2
+
+
+def make_data():
+    kg = random_kg(40, 4, 400, seed=5)
+    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
+
+
+def make_config(**kwargs):
+    # 280 training queries: global batches of 101, 101 and 78, split 50 / 51, 50 / 51 and 39 / 39
+    defaults = dict(dataset="random", epochs=1, channels=16, batch_size=101, lr=0.01, eval_every=1,
+                    eval_batch_size=64, seed=3, dropout=0.0, device="cpu")
+    return TrainConfig(**{**defaults, **kwargs})
+
+
+# ------------------------------------------------------------ launching
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(rank, world_size, port, job):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size),
+                      RANK=str(rank), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    job(rank)
+
+
+def run_processes(job, world_size=WORLD_SIZE, timeout=120.0):
+    """Runs ``job(rank)`` in ``world_size`` fresh processes; fails (and kills them) past ``timeout``."""
+    context = mp.start_processes(_entry, args=(world_size, _free_port(), job), nprocs=world_size,
+                                 join=False, start_method="fork")
+    deadline = time.monotonic() + timeout
+    try:
+        while not context.join(timeout=0.5):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"distributed job did not finish in {timeout} s")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+
+
+# ----------------------------------------------------------------- jobs
+def _train_job(rank, out, config, resume=False, die_after_epoch=None):
+    """Trains in every process; rank 0 dies right after writing last.pt of
+    ``die_after_epoch`` (a kill -9 of the whole job, as far as the run folder knows)."""
+    if die_after_epoch is not None and rank == 0:
+        from torch_wge.training import trainer as trainer_module
+
+        real_save = trainer_module.save_checkpoint
+
+        def save_then_die(state, path):
+            real_save(state, path)
+            if str(path).endswith("last.pt") and state["epoch"] == die_after_epoch:
+                os._exit(3)
+
+        trainer_module.save_checkpoint = save_then_die
+    trainer = Trainer(config, make_data(), out, progress=False)
+    assert trainer.dist.world_size == WORLD_SIZE and trainer.dist.backend == "gloo"
+    result = trainer.fit(resume=resume)
+    # every rank holds the same model (also its batch-norm running averages)
+    torch.save(trainer.model.state_dict(), Path(out) / f"model-rank{rank}.pt")
+    Path(out, f"result-rank{rank}.json").write_text(json.dumps(result))
+
+
+def _sharded_evaluation_job(rank, out, checkpoint):
+    """Sharded evaluation of one checkpoint at several chunk sizes."""
+    config = make_config()
+    trainer = Trainer(config, make_data(), out, progress=False)
+    trainer.model.load_state_dict(load_checkpoint(checkpoint)["model"])
+    metrics = {}
+    for split, evaluator in trainer.evaluators.items():
+        for batch_size in (7, 64, 1000):  # 1000: one chunk, rank 1 ranks nothing
+            results = evaluate_model(trainer.model, trainer.graph_inputs, evaluator, batch_size,
+                                     distributed=trainer.dist)
+            metrics[f"{split}/{batch_size}"] = results.to_flat_dict()
+    Path(out, f"metrics-rank{rank}.json").write_text(json.dumps(metrics))
+
+
+def _gradient_job(rank, out):
+    """One global batch of 40 queries split 40 / 0: the empty part must still
+    take part (batch-norm all-reduce, DDP) and the gradient must be that of
+    one process on all 40."""
+    data = make_data()
+    config = make_config(dropout=0.0)
+    context = DistributedContext.from_environment("cpu")
+    from torch_wge.training import TrainingQueries, build_model
+
+    torch.manual_seed(0)
+    model = build_model(config, data)
+    inputs = model.graph_inputs(data)
+    sync_decoder_batch_norm(model, context.new_group())
+    module = wrap_data_parallel(BatchLoss(model, inputs), context)
+    queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
+    index = torch.arange(40) if rank == 0 else torch.arange(0)
+    loss = module(*queries.batch(index), WORLD_SIZE * index.numel() / 40)
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+    torch.save({"loss": context.sum(loss.item()) / WORLD_SIZE, "grads": grads}, Path(out) / f"grads-rank{rank}.pt")
+
+
+# ---------------------------------------------------------------- tests
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory):
+    """One epoch with 1 process and with 2, same seed and global batch, dropout 0, batch norm on."""
+    root = tmp_path_factory.mktemp("one_epoch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        single = Trainer(make_config(), make_data(), root / "single", progress=False)
+        assert not single.dist.enabled
+        single.fit()
+    finally:
+        torch.set_num_threads(threads)
+    run_processes(partial(_train_job, out=root / "two", config=make_config()))
+    return root
+
+
+def _train_mode_scores(state, data):
+    from torch_wge.training import TrainingQueries, build_model
+
+    model = build_model(make_config(), data)
+    model.load_state_dict(state)
+    model.train()
+    queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
+    with torch.no_grad():
+        return model.layer_scores(model.encode(**model.graph_inputs(data)), queries.heads, queries.relations)
+
+
+def test_one_epoch_on_two_processes_matches_one_process(one_epoch):
+    single = load_checkpoint(one_epoch / "single" / "last.pt")
+    double = load_checkpoint(one_epoch / "two" / "last.pt")
+    assert double["world_size"] == 2 and double["epoch"] == single["epoch"] == 1
+    steps, lr = 3, make_config().lr
+    for name, value in single["model"].items():
+        other = double["model"][name]
+        if not value.is_floating_point():  # num_batches_tracked
+            assert torch.equal(other, value), name
+        elif "_convs." in name and name.endswith(".bias") or "_norms." in name and name.endswith("running_mean"):
+            # An encoder conv's bias feeds a batch norm, which removes any per-channel constant:
+            # its gradient is zero in exact arithmetic, i.e. rounding noise, which Adam scales to
+            # steps of up to lr in either process alike; the norm's running mean follows it.
+            # Neither changes the model's training-mode output (checked below).
+            assert (other - value).abs().max() <= steps * lr * 1.01, name
+        else:
+            assert torch.allclose(other, value, rtol=1e-4, atol=1e-5), (name, (other - value).abs().max())
+    data = make_data()
+    scores = [_train_mode_scores(state["model"], data) for state in (single, double)]
+    assert torch.allclose(scores[1], scores[0], rtol=1e-4, atol=1e-5), (scores[1] - scores[0]).abs().max()
+    # the logged loss is that of the global batches
+    logs = [[json.loads(line) for line in (one_epoch / run / "log.jsonl").read_text().splitlines()]
+            for run in ("single", "two")]
+    assert logs[1][0]["loss"] == pytest.approx(logs[0][0]["loss"], rel=1e-5)
+    # the other rank holds the same model as rank 0
+    models = [torch.load(one_epoch / "two" / f"model-rank{r}.pt") for r in range(2)]
+    for name, value in models[0].items():
+        assert torch.equal(models[1][name], value), name
+    # only rank 0 wrote the run folder
+    assert sorted(p.name for p in (one_epoch / "two").iterdir() if not p.name.startswith(("model-", "result-"))) \
+        == ["best.pt", "config.json", "last.pt", "log.jsonl", "results.json"]
+    assert sum(1 for r in logs[1] if r["event"] == "final") == 1
+
+
+def test_sharded_evaluation_gives_the_single_process_metrics(one_epoch, tmp_path):
+    checkpoint = one_epoch / "two" / "best.pt"
+    run_processes(partial(_sharded_evaluation_job, out=tmp_path, checkpoint=checkpoint))
+    data = make_data()
+    config = make_config()
+    torch.manual_seed(0)
+    from torch_wge.training import build_model
+
+    model = build_model(config, data)
+    model.load_state_dict(load_checkpoint(checkpoint)["model"])
+    inputs = model.graph_inputs(data)
+    known = split_triples(data, "all")
+    metrics = [json.loads((tmp_path / f"metrics-rank{r}.json").read_text()) for r in range(2)]
+    assert metrics[0] == metrics[1]  # every rank gets the full results
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for split in ("valid", "test"):
+            evaluator = LinkPredictionEvaluator(split_triples(data, split), known, data.num_nodes, data.num_relations)
+            for batch_size in (7, 64, 1000):
+                expected = evaluate_model(model, inputs, evaluator, batch_size).to_flat_dict()
+                assert metrics[0][f"{split}/{batch_size}"] == expected, (split, batch_size)
+    finally:
+        torch.set_num_threads(threads)
+    # the final results of the two-process run are its own sharded evaluation
+    result = json.loads((one_epoch / "two" / "result-rank0.json").read_text())
+    assert result["test"]["metrics"]["both"]["mrr"] == metrics[0]["test/64"]["both.mrr"]
+
+
+def test_killed_distributed_run_resumes_from_rank_0_checkpoint(tmp_path):
+    config = make_config(epochs=3, dropout=0.5)  # per-process dropout streams are reseeded per epoch
+    run_processes(partial(_train_job, out=tmp_path / "full", config=config))
+    with pytest.raises(mp.ProcessExitedException):
+        run_processes(partial(_train_job, out=tmp_path / "killed", config=config, die_after_epoch=2))
+    assert load_checkpoint(tmp_path / "killed" / "last.pt")["epoch"] == 2
+    assert not (tmp_path / "killed" / "results.json").exists()
+    run_processes(partial(_train_job, out=tmp_path / "killed", config=config, resume=True))
+
+    full, resumed = (load_checkpoint(tmp_path / run / "last.pt") for run in ("full", "killed"))
+    assert resumed["epoch"] == full["epoch"] == 3
+    for name, value in full["model"].items():
+        assert torch.equal(resumed["model"][name], value), name
+    assert resumed["best"] == full["best"]
+    results = [json.loads((tmp_path / run / "result-rank0.json").read_text()) for run in ("full", "killed")]
+    assert results[0]["test"] == results[1]["test"]
+    epochs = [r["epoch"] for r in map(json.loads, (tmp_path / "killed" / "log.jsonl").read_text().splitlines())
+              if r["event"] == "epoch"]
+    assert epochs == [1, 2, 3]
+
+
+def test_uneven_and_empty_parts_give_the_global_batch_gradient(tmp_path):
+    run_processes(partial(_gradient_job, out=tmp_path))
+    data = make_data()
+    from torch_wge.training import TrainingQueries, build_model
+
+    torch.manual_seed(0)
+    model = build_model(make_config(), data)
+    queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
+    loss = BatchLoss(model, model.graph_inputs(data))(*queries.batch(torch.arange(40)))
+    loss.backward()
+    for rank in range(2):
+        got = torch.load(tmp_path / f"grads-rank{rank}.pt")
+        assert got["loss"] == pytest.approx(loss.item(), rel=1e-6)
+        for name, p in model.named_parameters():
+            # compare relative to the tensor's scale (batch norm amplifies rounding)
+            error = (got["grads"][name] - p.grad).abs().max()
+            assert error <= 1e-4 * p.grad.abs().max() + 1e-7, (name, error)
+
+
+# -------------------------------------------------- one-process pieces
+def test_shard_bounds_cover_every_item_once():
+    for size in (0, 1, 5, 64, 65):
+        for world in (1, 2, 3, 4):
+            parts = [shard_bounds(size, r, world) for r in range(world)]
+            assert parts[0][0] == 0 and parts[-1][1] == size
+            assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+            assert max(b - a for a, b in parts) - min(b - a for a, b in parts) <= 1
+            for chunk in (1, 3, 64):
+                parts = [chunk_shard_bounds(size, chunk, r, world) for r in range(world)]
+                covered = [i for a, b in parts for i in range(a, b)]
+                assert covered == list(range(size))
+                assert all(a % chunk == 0 for a, b in parts if b > a)
+
+
+def test_synced_batch_norm_is_batch_norm_in_one_process():
+    reference = torch.nn.BatchNorm1d(8)
+    torch.nn.init.normal_(reference.weight)
+    synced = SyncedBatchNorm1d.from_batch_norm(reference)
+    x = torch.randn(10, 8)
+    assert torch.equal(synced(x), reference(x))
+    assert synced.state_dict().keys() == reference.state_dict().keys()
+    assert repr(synced).startswith("SyncedBatchNorm1d(8")
+
+
+def test_one_process_context_without_torchrun(monkeypatch):
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    context = DistributedContext.from_environment("cpu")
+    assert not context.enabled and context.is_main and context.backend is None
+    assert context.shard(7) == (0, 7) and context.sum(2.5) == 2.5
+    assert context.on_main(lambda: 42) == 42
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    with pytest.raises(RuntimeError, match="torchrun"):
+        DistributedContext.from_environment("cpu")

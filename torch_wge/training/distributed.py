@@ -1,0 +1,469 @@
+r"""Data-parallel training and sharded evaluation over several processes.
+
+Launched by ``torchrun`` (which sets ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``,
+``MASTER_ADDR`` and ``MASTER_PORT``), :class:`~torch_wge.training.Trainer`
+trains with :class:`torch.nn.parallel.DistributedDataParallel`; in one
+process (no such variables, or ``WORLD_SIZE=1``) nothing here is used and
+training is unchanged. The scheme, with :math:`W` processes:
+
+- **Model and graph in every process.** Each process holds the whole model,
+  both graph views and its optimiser, and runs the encoder over the whole
+  graph for every batch: the encoder output is the same in every process.
+- **Queries are sharded.** Every process draws the same permutation of the
+  (head, relation) training queries (the shuffle generator is seeded alike
+  and restored from rank 0's checkpoint) and splits every global batch of
+  :math:`B` queries into :math:`W` contiguous parts of :math:`B_j` queries
+  (sizes differ by at most one; a part may be empty when :math:`B < W`).
+- **Loss scaling.** The model's loss is a mean over the queries it is given.
+  Process :math:`j` back-propagates :math:`W B_j / B` times its local mean;
+  DDP averages gradients over the :math:`W` processes, so the gradient is
+  :math:`\frac{1}{W} \sum_j \frac{W B_j}{B} \bar\ell_j = \frac{1}{B} \sum_b
+  \ell_b`, the gradient of the global batch's mean loss, also when the parts
+  are uneven. A process with an empty part back-propagates zero.
+- **Decoder batch norm is synchronised.** Each decoder normalises its batch of
+  queries with :class:`~torch.nn.BatchNorm1d`; sharded, a process would see
+  only its part. :func:`sync_decoder_batch_norm` swaps those layers for
+  :class:`SyncedBatchNorm1d`, which all-reduces the per-channel sum, sum of
+  squares and count (in float64, with autograd), so statistics, running
+  averages and gradients are those of the global batch. It works on CPU
+  (gloo) and CUDA (nccl) alike; :class:`torch.nn.SyncBatchNorm` is not used
+  because it refuses CPU tensors. The encoder's batch norms see all nodes in
+  every process and need nothing.
+- **Dropout.** Each process draws the dropout masks of its own part; the
+  default generator of process :math:`j` is re-seeded at the start of every
+  epoch from ``(seed, epoch, j)`` (:func:`dropout_seed`), so masks differ
+  between processes and a resumed run draws the same masks as an
+  uninterrupted one. The masks are not those a single process would draw
+  for the whole batch, so with dropout > 0 a run with :math:`W` processes is
+  statistically, not bitwise, the same as one process; with ``dropout=0``
+  the parameters after an epoch equal a single process's to float rounding.
+- **Evaluation is sharded.** Each process ranks a contiguous range of the
+  evaluator's queries, aligned to ``eval_batch_size`` chunks so that every
+  query is scored in the same chunk as in one process; the ranks are
+  gathered (padded to equal length) and every process summarises them: the
+  metrics equal a single process's exactly.
+- **Only rank 0 writes** logs, checkpoints, progress bars and results.
+  Resuming, rank 0 reads ``last.pt`` and broadcasts it, so the other
+  processes (and other machines) need no access to the run folder.
+"""
+import atexit
+import hashlib
+import os
+import pickle
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, Optional, Tuple, TypeVar
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from torch_wge.training.model import resolve_device
+
+__all__ = [
+    "DistributedContext", "SyncedBatchNorm1d", "sync_decoder_batch_norm", "BatchLoss",
+    "dropout_seed", "shard_bounds", "chunk_shard_bounds", "sharded_ranks",
+]
+
+T = TypeVar("T")
+
+
+def shard_bounds(size: int, rank: int, world_size: int) -> Tuple[int, int]:
+    r"""The contiguous part ``[start, stop)`` of ``range(size)`` of process
+    ``rank`` of ``world_size``; part sizes differ by at most one.
+
+    Example:
+        >>> [shard_bounds(5, rank, 2) for rank in range(2)]
+        [(0, 2), (2, 5)]
+    """
+    return size * rank // world_size, size * (rank + 1) // world_size
+
+
+def chunk_shard_bounds(size: int, chunk: int, rank: int, world_size: int) -> Tuple[int, int]:
+    r"""Like :func:`shard_bounds`, but the parts are whole chunks of ``chunk``
+    items (the last chunk may be shorter), so that a part processed chunk by
+    chunk from its start meets exactly the chunks of ``range(size)``
+    processed from 0.
+
+    Example:
+        >>> [chunk_shard_bounds(10, 3, rank, 2) for rank in range(2)]
+        [(0, 6), (6, 10)]
+        >>> [chunk_shard_bounds(10, 16, rank, 2) for rank in range(2)]
+        [(0, 0), (0, 10)]
+    """
+    num_chunks = -(-size // chunk)
+    first, last = shard_bounds(num_chunks, rank, world_size)
+    return min(first * chunk, size), min(last * chunk, size)
+
+
+def dropout_seed(seed: int, epoch: int, rank: int) -> int:
+    """Seed of the default generator of process ``rank`` in epoch ``epoch``
+    (counted from 0) of a distributed run: distinct per process and epoch,
+    and reproducible after a resume."""
+    digest = hashlib.sha256(f"torch_wge-dropout/{seed}/{epoch}/{rank}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def _process_device(device: Optional[str], local_rank: int) -> torch.device:
+    """``cuda:LOCAL_RANK`` for a CUDA run of several processes, else ``device``."""
+    device = resolve_device(device)
+    if device.type != "cuda":
+        return device
+    if device.index is not None:
+        raise ValueError(
+            f"under torchrun every process uses cuda:LOCAL_RANK; got device {device}. "
+            f"Pass --device cuda (or no --device) instead"
+        )
+    count = torch.cuda.device_count()
+    if count == 1:  # one visible GPU per process, e.g. through CUDA_VISIBLE_DEVICES
+        return torch.device("cuda", 0)
+    if local_rank >= count:
+        raise ValueError(
+            f"process with LOCAL_RANK {local_rank} has no GPU of its own: {count} are visible; "
+            f"start at most {count} processes per machine (--nproc-per-node)"
+        )
+    return torch.device("cuda", local_rank)
+
+
+def _destroy_process_group() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@dataclass
+class DistributedContext:
+    r"""Where this process stands in a (possibly one-process) run: rank,
+    world size, device and collective helpers that are no-ops in one process.
+
+    Build it with :meth:`from_environment`.
+
+    Attributes:
+        rank (int): Global rank (0 in one process).
+        world_size (int): Number of processes :math:`W` (1 in one process).
+        local_rank (int): Rank on this machine.
+        device (torch.device): The device this process computes on.
+        backend (str, optional): ``"gloo"``, ``"nccl"``, ... or :obj:`None`
+            in one process.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    backend: Optional[str] = None
+
+    @classmethod
+    def from_environment(
+        cls, device: Optional[str] = None, backend: Optional[str] = None, timeout: Optional[timedelta] = None
+    ) -> "DistributedContext":
+        r"""Joins the process group that ``torchrun`` describes in the
+        environment, or the one already initialised by the caller.
+
+        Without ``WORLD_SIZE`` (or with ``WORLD_SIZE=1``) and no initialised
+        group this is a one-process context on ``device`` (default: CUDA when
+        available). Otherwise each process uses ``cuda:LOCAL_RANK`` when
+        ``device`` is :obj:`None` or ``"cuda"`` and CUDA is available, the CPU
+        when ``device="cpu"``; the backend defaults to ``"nccl"`` on CUDA and
+        ``"gloo"`` on the CPU. A group created here is destroyed at exit.
+
+        Args:
+            device (str, optional): ``"cpu"``, ``"cuda"`` or :obj:`None`.
+            backend (str, optional): Process-group backend. (default: automatic)
+            timeout (timedelta, optional): Collective timeout.
+                (default: PyTorch's)
+        """
+        if dist.is_available() and dist.is_initialized():
+            world_size, rank = dist.get_world_size(), dist.get_rank()
+            if world_size == 1:
+                return cls(device=resolve_device(device))
+            local_rank = int(os.environ.get("LOCAL_RANK", rank))
+            return cls(rank, world_size, local_rank, _process_device(device, local_rank), dist.get_backend())
+
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if world_size <= 1:
+            return cls(device=resolve_device(device))
+        if not dist.is_available():
+            raise RuntimeError("WORLD_SIZE > 1 but this PyTorch build has no torch.distributed")
+        missing = [name for name in ("RANK", "MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
+        if missing:
+            raise RuntimeError(f"WORLD_SIZE={world_size} but {', '.join(missing)} unset: launch with torchrun")
+        rank = int(os.environ["RANK"])
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        process_device = _process_device(device, local_rank)
+        backend = backend or ("nccl" if process_device.type == "cuda" else "gloo")
+        if process_device.type == "cuda":
+            torch.cuda.set_device(process_device)
+        kwargs = {"timeout": timeout} if timeout is not None else {}
+        dist.init_process_group(backend, rank=rank, world_size=world_size, **kwargs)
+        atexit.register(_destroy_process_group)
+        return cls(rank, world_size, local_rank, process_device, backend)
+
+    # ------------------------------------------------------------ queries
+    @property
+    def enabled(self) -> bool:
+        """Whether there are several processes."""
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this is rank 0, the process that writes files."""
+        return self.rank == 0
+
+    def shard(self, size: int) -> Tuple[int, int]:
+        """This process's contiguous part of ``range(size)`` (:func:`shard_bounds`)."""
+        return shard_bounds(size, self.rank, self.world_size)
+
+    # -------------------------------------------------------- collectives
+    def barrier(self) -> None:
+        if self.enabled:
+            if self.device.type == "cuda":
+                dist.barrier(device_ids=[self.device.index])
+            else:
+                dist.barrier()
+
+    def new_group(self):
+        """A new process group over all ranks (call in every process), or
+        :obj:`None` in one process."""
+        return dist.new_group(backend=self.backend) if self.enabled else None
+
+    def sum(self, value: float) -> float:
+        """The sum of ``value`` over all processes."""
+        if not self.enabled:
+            return value
+        total = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(total)
+        return float(total.item())
+
+    def on_main(self, fn: Callable[[], T]) -> T:
+        """Calls ``fn`` in rank 0 only and returns its result in every
+        process; an exception it raises is raised in every process. Use it
+        for anything that reads the run folder (which may exist on rank 0's
+        machine only)."""
+        if not self.enabled:
+            return fn()
+        payload = [None]
+        if self.is_main:
+            try:
+                payload[0] = (True, fn())
+            except Exception as error:  # sent to every rank, raised there
+                try:
+                    pickle.dumps(error)
+                except Exception:
+                    error = RuntimeError(f"{type(error).__name__}: {error}")
+                payload[0] = (False, error)
+        dist.broadcast_object_list(payload, src=0, device=self.device if self.device.type == "cuda" else None)
+        ok, value = payload[0]
+        if not ok:
+            raise value
+        return value
+
+    def in_turn(self, fn: Callable[[], T]) -> T:
+        """Calls ``fn`` in every process, first in rank 0, then in the first
+        process of each other machine, then in the rest: for work that
+        writes a shared cache (downloading and processing a dataset)."""
+        if not self.enabled:
+            return fn()
+        turn = 0 if self.is_main else (1 if self.local_rank == 0 else 2)
+        result = None
+        for phase in range(3):
+            if phase == turn:
+                result = fn()
+            self.barrier()
+        return result
+
+    def gather(self, local: Tensor, bounds: Callable[[int], Tuple[int, int]]) -> Tensor:
+        r"""Concatenates the 1-D parts of all processes in rank order; process
+        ``r`` holds the part ``bounds(r) = (start, stop)`` of the result. Parts
+        are padded to equal length for :func:`torch.distributed.all_gather`.
+        Returns a tensor on ``local``'s device in every process."""
+        if not self.enabled:
+            return local
+        sizes = [stop - start for start, stop in map(bounds, range(self.world_size))]
+        if local.numel() != sizes[self.rank]:
+            raise ValueError(f"rank {self.rank} holds {local.numel()} values, expected {sizes[self.rank]}")
+        width = max(max(sizes), 1)
+        padded = local.new_zeros(width, device=self.device)
+        padded[: local.numel()] = local.to(self.device)
+        parts = [torch.empty_like(padded) for _ in range(self.world_size)]
+        dist.all_gather(parts, padded)
+        return torch.cat([part[:size] for part, size in zip(parts, sizes)]).to(local.device)
+
+
+# ----------------------------------------------------------- batch norm
+class _AllReduceSum(torch.autograd.Function):
+    r"""Sum over processes with autograd: every process's loss depends on the
+    sum, so the gradient with respect to each process's input is the sum of
+    the gradients that arrive in all processes."""
+
+    @staticmethod
+    def forward(ctx, tensor: Tensor, group) -> Tensor:
+        ctx.group = group
+        out = tensor.clone()
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
+    r""":class:`~torch.nn.BatchNorm1d` over the union of the batches of all
+    processes of ``process_group``, on any device.
+
+    In training mode the per-channel sums :math:`\sum_b x_b`,
+    :math:`\sum_b x_b^2` and the count are summed over the processes (in
+    float64, one all-reduce with autograd), the input is normalised with the
+    global mean and biased variance, and the running averages are updated
+    with the global mean and unbiased variance, as one
+    :class:`~torch.nn.BatchNorm1d` over the whole global batch would. A
+    process may hold an empty batch. In evaluation mode, or in one process,
+    this is :class:`~torch.nn.BatchNorm1d`. Parameters and buffers are those
+    of :class:`~torch.nn.BatchNorm1d`, so state dicts load either way.
+
+    Args:
+        num_features (int): Channels :math:`C`.
+        process_group (optional): Group to synchronise over. (default: all
+            processes)
+        **kwargs: :class:`~torch.nn.BatchNorm1d`'s other arguments.
+
+    Shapes:
+        - **input:** :math:`(B_j, C)` in process :math:`j`
+        - **output:** :math:`(B_j, C)`
+    """
+
+    def __init__(self, num_features: int, process_group=None, **kwargs):
+        super().__init__(num_features, **kwargs)
+        self.process_group = process_group
+
+    @classmethod
+    def from_batch_norm(cls, module: torch.nn.BatchNorm1d, process_group=None) -> "SyncedBatchNorm1d":
+        """A copy of ``module`` (parameters, buffers and settings) that synchronises."""
+        synced = cls(
+            module.num_features, process_group, eps=module.eps, momentum=module.momentum,
+            affine=module.affine, track_running_stats=module.track_running_stats,
+        )
+        ref = module.weight if module.affine else module.running_mean
+        if ref is not None:
+            synced = synced.to(device=ref.device, dtype=ref.dtype)
+        synced.load_state_dict(module.state_dict())
+        synced.train(module.training)
+        return synced
+
+    def _synchronised(self) -> bool:
+        return (
+            self.training
+            and dist.is_available()
+            and dist.is_initialized()
+            and dist.get_world_size(self.process_group) > 1
+        )
+
+    def forward(self, input: Tensor) -> Tensor:
+        if not self._synchronised():
+            return super().forward(input)
+        if input.dim() != 2:
+            raise ValueError(f"'{self.__class__.__name__}' expects input of shape [B, C], got {tuple(input.shape)}")
+        x = input.to(torch.float64)
+        local = torch.cat([x.sum(0), (x * x).sum(0), x.new_full((1,), input.size(0))])
+        stats = _AllReduceSum.apply(local, self.process_group)
+        channels = self.num_features
+        total_sum, total_squares, count = stats[:channels], stats[channels : 2 * channels], stats[-1]
+        n = int(count.item())
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got a global batch of {n}")
+        mean = total_sum / n
+        var = (total_squares / n - mean * mean).clamp_min(0.0)
+        invstd = torch.rsqrt(var + self.eps)
+        if self.affine:
+            scale = (invstd * self.weight.to(torch.float64)).to(input.dtype)
+            shift = (self.bias.to(torch.float64) - mean * invstd * self.weight.to(torch.float64)).to(input.dtype)
+        else:
+            scale, shift = invstd.to(input.dtype), (-mean * invstd).to(input.dtype)
+        if self.track_running_stats:
+            with torch.no_grad():
+                self.num_batches_tracked.add_(1)
+                factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+                self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype), alpha=factor)
+                unbiased = var * (n / (n - 1))
+                self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype), alpha=factor)
+        return input * scale + shift
+
+
+def sync_decoder_batch_norm(model: torch.nn.Module, process_group=None) -> int:
+    r"""Replaces the query batch norm of every decoder of a
+    :class:`~torch_wge.nn.WGE` model by a :class:`SyncedBatchNorm1d` over
+    ``process_group`` (same parameters and buffers). Build the optimiser
+    afterwards: the parameters are new objects. Returns how many were replaced."""
+    replaced = 0
+    for decoder in model.decoders:
+        norm = getattr(decoder, "batch_norm", None)
+        if isinstance(norm, torch.nn.BatchNorm1d) and not isinstance(norm, SyncedBatchNorm1d):
+            decoder.batch_norm = SyncedBatchNorm1d.from_batch_norm(norm, process_group)
+            replaced += 1
+    return replaced
+
+
+# ----------------------------------------------------------- loss module
+class BatchLoss(torch.nn.Module):
+    r"""The training loss of a batch as a module, for
+    :class:`~torch.nn.parallel.DistributedDataParallel` (whose hooks run on
+    ``forward``): encodes the whole graph, then returns
+    ``scale * model.loss(...)`` for the given queries.
+
+    With no queries (an empty part of a sharded batch) it returns zero times
+    the scores of the empty batch, so that every parameter still receives a
+    (zero) gradient and the decoders' synchronised batch norms still take
+    part in their all-reduce.
+
+    Args:
+        model (WGE): The model.
+        graph_inputs (dict): The adjacency arguments of ``model.encode``.
+
+    Shapes:
+        - **input:** ``heads [B_j]``, ``relations [B_j]``, ``positives [2, P_j]``
+        - **output:** a scalar
+    """
+
+    def __init__(self, model: torch.nn.Module, graph_inputs: dict):
+        super().__init__()
+        self.model = model
+        self.graph_inputs = graph_inputs
+
+    def forward(self, heads: Tensor, relations: Tensor, positives: Tensor, scale: float = 1.0) -> Tensor:
+        encoded = self.model.encode(**self.graph_inputs)
+        if heads.numel() == 0:
+            return self.model.layer_scores(encoded, heads, relations).sum() * 0.0
+        loss = self.model.loss(encoded, heads, relations, positives)
+        return loss if scale == 1.0 else loss * scale
+
+
+def wrap_data_parallel(module: torch.nn.Module, context: DistributedContext) -> torch.nn.Module:
+    """``module`` in :class:`~torch.nn.parallel.DistributedDataParallel` when
+    ``context`` has several processes, else ``module`` itself."""
+    if not context.enabled:
+        return module
+    device_ids = [context.device.index] if context.device.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(module, device_ids=device_ids)
+
+
+# ------------------------------------------------------------ evaluation
+def sharded_ranks(evaluator, score_fn, batch_size: int, context: DistributedContext, **kwargs) -> Tensor:
+    r"""Ranks of all queries of a
+    :class:`~torch_wge.evaluation.LinkPredictionEvaluator`, each process
+    ranking its chunk-aligned contiguous part (:func:`chunk_shard_bounds`)
+    with ``evaluator.compute_ranks``; returns all ranks, in query order, in
+    every process (for ``evaluator.summarize``).
+
+    Because the parts are whole chunks of ``batch_size`` queries, every query
+    is scored in the same chunk as in one process, so the ranks, and the
+    metrics, are exactly those of one process."""
+    size = evaluator.num_queries
+
+    def bounds(rank: int) -> Tuple[int, int]:
+        return chunk_shard_bounds(size, batch_size, rank, context.world_size)
+
+    start, stop = bounds(context.rank)
+    local = evaluator.compute_ranks(score_fn, batch_size, start, stop, **kwargs)
+    return context.gather(local, bounds)
