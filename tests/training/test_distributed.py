@@ -1,8 +1,8 @@
 """Data-parallel training and sharded evaluation with 2 CPU processes (gloo on loopback).
 
 The processes are started with torch.multiprocessing and find each other through the
-torchrun environment variables, so the Trainer's own detection is what is tested. They are
-forked (a spawned process would spend seconds importing torch again); each uses one thread.
+torchrun environment variables, so the Trainer's own detection is what is tested. Each uses
+one thread.
 """
 import json
 import os
@@ -27,6 +27,8 @@ from torch_wge.training.inference import evaluate_model
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 WORLD_SIZE = 2
+# fork where there is one: a spawned process spends seconds importing torch again
+START_METHOD = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
 
 
 def make_data():
@@ -58,7 +60,7 @@ def _entry(rank, world_size, port, job):
 def run_processes(job, world_size=WORLD_SIZE, timeout=120.0):
     """Runs ``job(rank)`` in ``world_size`` fresh processes; fails (and kills them) past ``timeout``."""
     context = mp.start_processes(_entry, args=(world_size, _free_port(), job), nprocs=world_size,
-                                 join=False, start_method="fork")
+                                 join=False, start_method=START_METHOD)
     deadline = time.monotonic() + timeout
     try:
         while not context.join(timeout=0.5):
