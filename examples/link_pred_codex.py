@@ -15,6 +15,7 @@ there: place ``train.txt``, ``valid.txt`` and ``test.txt`` in
 ``<root>/<dataset>/raw/`` to run offline.
 """
 import argparse
+import os
 
 import torch
 
@@ -65,6 +66,8 @@ dataset, data = load_data(config)
 print(f"{args.dataset}: {data.num_nodes} entities, {data.num_relations} relations, "
       f"{int(data.train_mask.sum())}/{int(data.val_mask.sum())}/{int(data.test_mask.sum())} triples")
 result = Trainer(config, data, args.out or f"runs/{args.dataset}").fit(resume=args.resume)
+if int(os.environ.get("RANK", 0)) != 0:  # under torchrun, only rank 0 reports
+    raise SystemExit(0)
 
 test = result["test"]["metrics"]["both"]
 print(f"best validation epoch {result['best_epoch']} of {result['epochs_trained']}, "
