@@ -2,7 +2,8 @@
 
     # validation MRR against epochs and against wall time, one line per run
     python benchmarks/make_figures.py curves runs/codex-s-wge runs/reproduce/codex-s/quate --out benchmarks/figures/codex-s-curves.png
-    # per-relation MRR, head and tail prediction, for the 10 most frequent relations (WGE beside QuatE)
+    # per-relation MRR, head and tail prediction, for the 10 most frequent relations (WGE beside QuatE);
+    # a run stopped early needs `torch_wge evaluate RUN/best.pt --split valid --json RUN/valid_best.json`
     python benchmarks/make_figures.py relations runs/codex-s-wge runs/reproduce/codex-s/quate --split valid --out benchmarks/figures/codex-s-relations.png
     # best validation MRR of each run against a setting (beta, channels)
     python benchmarks/make_figures.py sensitivity runs/reproduce/codex-s/beta/* --setting beta --out benchmarks/figures/beta.png
@@ -44,11 +45,20 @@ def curves(runs, out):
     fig.savefig(out, dpi=120)
 
 
+def split_results(run: Path, split: str) -> dict:
+    """The run's final metrics on ``split``: from ``results.json`` of a finished run, or
+    from ``<split>_best.json`` written by ``torch_wge evaluate best.pt --json`` for a
+    run that was stopped before its end."""
+    if (run / "results.json").is_file():
+        return json.loads((run / "results.json").read_text())[split]
+    return json.loads((run / f"{split}_best.json").read_text())
+
+
 def relations(runs, split, out):
     from torch_wge.training import open_dataset
 
-    results = [json.loads((run / "results.json").read_text()) for run in runs]
-    config = results[0]["config"]
+    results = [split_results(run, split) for run in runs]
+    config = json.loads((runs[0] / "config.json").read_text())
     dataset = open_dataset(config["dataset"], config["root"])
     data = dataset[0]
     frequency = Counter(data.edge_type[data.train_mask].tolist())
@@ -59,7 +69,7 @@ def relations(runs, split, out):
     width = 0.8 / len(runs)
     for side, ax in zip(("head", "tail"), axes):
         for i, (run, result) in enumerate(zip(runs, results)):
-            table = {(row["relation"], row["side"]): row["mrr"] for row in result[split]["per_relation"]}
+            table = {(row["relation"], row["side"]): row["mrr"] for row in result["per_relation"]}
             values = [table.get((r, side), 0.0) for r in top]
             ax.bar([x + i * width for x in range(len(top))], values, width, label=label_of(run))
         ax.set_title(f"{side} prediction ({split})")
