@@ -26,7 +26,7 @@ ROWS = {
     **{f"{d}/wge": dict(dataset=d) for d in ("codex-s", "codex-m", "codex-l", "litwd1k", "litwd19k", "litwd48k", "fb15k-237")},
     **{f"{d}/quate": dict(dataset=d, num_layers=0) for d in ("codex-s", "codex-m", "litwd1k", "fb15k-237")},
     # Table 3 ablations (CoDEx-S validation)
-    "codex-s/ablation/no-predicate-entities": dict(predicate_entities=False),
+    "codex-s/ablation/no-predicate-entities": dict(predicate_entities=False, relation_edges=True),  # only r_s - r_o edges
     "codex-s/ablation/gcn": dict(conv="gcn"),
     "codex-s/ablation/entity-view-only": dict(views="entity"),
     "codex-s/ablation/relation-view-only": dict(views="relation"),
