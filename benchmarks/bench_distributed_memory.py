@@ -27,26 +27,12 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
 
+from rss import peak_rss_mb, reset_peak_rss
+
 SIZES = dict(num_entities=77_951, num_relations=69, train=551_193, valid=30_622, test=30_622)
-
-
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024.0
-    raise KeyError(field)
-
-
-def reset_peak() -> float:
-    """Resets the peak RSS and returns the current RSS in MB."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    return _status_mb("VmRSS")
 
 
 def prepare(path: str) -> None:
@@ -89,12 +75,12 @@ def measure_eval(path: str, chunk: int, queries: int) -> dict:
     triples = split_triples(data, "test")[: queries // 2]
     evaluator = LinkPredictionEvaluator(triples, split_triples(data, "all"), int(data.num_nodes),
                                         int(data.num_relations))
-    before = reset_peak()
+    before = reset_peak_rss()
     tic = time.perf_counter()
     results = evaluate_model(model, inputs, evaluator, batch_size=chunk)
     seconds = time.perf_counter() - tic
     return {"what": "eval", "chunk": chunk, "queries": evaluator.num_queries, "rss_before_mb": round(before),
-            "peak_plus_mb": round(_status_mb("VmHWM") - before), "seconds": round(seconds, 1),
+            "peak_plus_mb": round(peak_rss_mb() - before), "seconds": round(seconds, 1),
             "scores_per_chunk_mb": round(min(chunk, evaluator.num_queries) * int(data.num_nodes) * 4 / 2**20),
             "mrr": round(results["both.mrr"], 5)}
 
@@ -117,21 +103,21 @@ def measure_train(path: str, batch_size: int) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5, foreach=True)
         optimizer.step()
 
-    before_first = reset_peak()
+    before_first = reset_peak_rss()
     tic = time.perf_counter()
     step(order[:batch_size])
-    first = (_status_mb("VmHWM") - before_first, time.perf_counter() - tic)
-    before = reset_peak()
+    first = (peak_rss_mb() - before_first, time.perf_counter() - tic)
+    before = reset_peak_rss()
     tic = time.perf_counter()
     step(order[batch_size : 2 * batch_size])
-    steady = (_status_mb("VmHWM") - before, time.perf_counter() - tic)
+    steady = (peak_rss_mb() - before, time.perf_counter() - tic)
 
     optimizer.zero_grad(set_to_none=True)
-    before_encoder = reset_peak()
+    before_encoder = reset_peak_rss()
     tic = time.perf_counter()
     encoded = model.encode(**inputs)
     sum(x.sum() for x in encoded.entities + encoded.relations).backward()
-    encoder = (_status_mb("VmHWM") - before_encoder, time.perf_counter() - tic)
+    encoder = (peak_rss_mb() - before_encoder, time.perf_counter() - tic)
     num_layers = len(encoded.entities)
     return {"what": "train", "batch_size": batch_size, "queries": len(queries),
             "rss_before_mb": round(before), "peak_plus_mb_first_step": round(first[0]),

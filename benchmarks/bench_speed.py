@@ -51,6 +51,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from rss import peak_rss_mb, rss_mb
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent / ".." / "shared" / "datasets"
 BENCH_PYTHON = Path("/work/venv-bench/bin/python")
@@ -64,30 +66,6 @@ LABELS = {
 
 
 # --------------------------------------------------------------------- utils
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024.0
-    raise KeyError(field)
-
-
-def rss_mb() -> float:
-    try:
-        return _status_mb("VmRSS")
-    except (OSError, KeyError):
-        return float("nan")
-
-
-def peak_rss_mb() -> float:
-    """Resident set high-water mark of this process (VmHWM), in MB."""
-    try:
-        return _status_mb("VmHWM")
-    except (OSError, KeyError):
-        import resource
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def cpu_model() -> str:
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -299,7 +277,7 @@ def worker_torch_wge(args) -> Dict[str, Any]:
 
 def worker_profile(args) -> Dict[str, Any]:
     """torch.profiler over ``--profile`` training batches of torch_wge WGE (after one warm-up batch)."""
-    torch = setup_torch(args)
+    setup_torch(args)
     from torch.profiler import ProfilerActivity, profile
 
     from torch_wge.training import Trainer

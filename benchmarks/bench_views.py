@@ -15,7 +15,6 @@ Example::
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -24,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rss import peak_rss_mb, reset_peak_rss
+
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'datasets'
 VIEWS = {
     'ef': 'EntityFocusedTransform()',
@@ -31,32 +32,6 @@ VIEWS = {
     'rf-no-rr': 'RelationFocusedTransform(beta=0.2, relation_edges=False)',
     'levi': 'LeviGraphTransform()',
 }
-
-
-def _status_mb(field: str) -> float:
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith(field + ':'):
-                return int(line.split()[1]) / 1024.0
-    raise KeyError(field)
-
-
-def reset_peak_rss() -> float:
-    """Resets the peak RSS (Linux: clear_refs 5) and returns the current RSS
-    in MB; without /proc, falls back to the peak so far (ru_maxrss)."""
-    try:
-        with open('/proc/self/clear_refs', 'w') as f:
-            f.write('5')
-        return _status_mb('VmRSS')
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def peak_rss_mb() -> float:
-    try:
-        return _status_mb('VmHWM')
-    except (OSError, KeyError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def worker(args) -> None:

@@ -3,6 +3,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 SHARED_DATASETS = Path(
     os.environ.get(
@@ -25,3 +26,14 @@ def shared_datasets() -> Path:
             pytrace=False,
         )
     return SHARED_DATASETS
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One intra-op thread for the test, restored afterwards: tests of many small
+    tensor ops run faster that way on a 2-core machine, where two threads mostly
+    wait for each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

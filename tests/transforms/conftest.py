@@ -1,12 +1,6 @@
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def one_torch_thread():
-    """These tests run many small tensor ops; on a shared 2-core machine two
-    intra-op threads mostly wait for each other. Restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _single_thread(one_torch_thread):
+    """Every test here runs with one torch thread (see tests/conftest.py)."""

@@ -52,7 +52,7 @@ import os
 import pickle
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, Optional, Tuple, TypeVar
+from typing import Callable, Optional, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist

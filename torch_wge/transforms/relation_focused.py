@@ -1,6 +1,6 @@
 """The relation-focused view of WGE (Tong et al., ESWC 2023, Section 3.1)."""
 import math
-from typing import Iterator, List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
