@@ -4,22 +4,35 @@ Every row is a :class:`torch_wge.training.TrainConfig` on top of the paper's CoD
 setting; the run folder ``<out>/<row>`` holds ``log.jsonl`` (validation MRR every
 ``eval_every`` epochs, with wall time), ``results.json`` (best validation and test
 metrics, per side and per relation) and checkpoints, and a killed run continues
-with ``--resume``.
+with ``--resume``. A run stopped before its planned epochs is closed with ``--finish``
+(its best checkpoint is evaluated on valid and test; nothing is trained). Every finished
+run's ``config.json``, ``log.jsonl`` and ``results.json`` are copied, with the command,
+commit and machine, to ``<records>/<row>`` (``benchmarks/records`` by default), which is
+what ``benchmarks/RESULTS.md`` and ``benchmarks/make_figures.py`` read.
 
     python benchmarks/reproduce.py --list
     python benchmarks/reproduce.py codex-s/wge --epochs 3000
     python benchmarks/reproduce.py codex-s/ablation/gcn --epochs 200 --lr 2e-3
     python benchmarks/reproduce.py codex-s/beta/0.5 --epochs 200 --resume
+    python benchmarks/reproduce.py codex-m/wge --finish   # close a run stopped early
 
 Datasets are read from ``--root`` (``<root>/<dataset>/raw``) or downloaded there.
 """
 import argparse
+import dataclasses
+import datetime
 import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
 
 from torch_wge.training import TrainConfig, Trainer, load_data
+from torch_wge.training.checkpoint import load_checkpoint
 
 ROWS = {
     # Table 2: WGE and its strongest baseline, QuatE (K = 0)
@@ -50,6 +63,10 @@ def main():
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--patience", type=int, default=None, help="stop after this many validations without gain")
+    parser.add_argument("--finish", action="store_true",
+                        help="evaluate the best checkpoint of a run stopped early and write its results")
+    parser.add_argument("--records", default="benchmarks/records", help="where finished runs' JSON records are kept")
     args = parser.parse_args()
 
     if args.list or not args.row:
@@ -65,14 +82,35 @@ def main():
         settings["lr"] = args.lr
     elif settings["dataset"] == "codex-l":
         settings["lr"] = 1e-4
-    config = TrainConfig(root=args.root, epochs=args.epochs, eval_every=args.eval_every, seed=args.seed, **settings)
-    _, data = load_data(config)
+    config = TrainConfig(root=args.root, epochs=args.epochs, eval_every=args.eval_every, seed=args.seed,
+                         patience=args.patience, **settings)
     out = Path(args.out) / args.row
-    result = Trainer(config, data, out).fit(resume=args.resume)
+    if args.finish:  # train no further: the run ends at the epoch of its last checkpoint
+        config = dataclasses.replace(config, epochs=load_checkpoint(out / "last.pt", map_location="cpu")["epoch"])
+    _, data = load_data(config)
+    result = Trainer(config, data, out).fit(resume=args.resume or args.finish)
+    keep_record(out, Path(args.records) / args.row)
     valid, test = result["valid"]["metrics"]["both"], result["test"]["metrics"]["both"]
     print(json.dumps({"row": args.row, "epochs": result["epochs_trained"], "best_epoch": result["best_epoch"],
                       "wall_seconds": round(result["wall_seconds"]), "valid_mrr": valid["mrr"],
                       "valid_hits@10": valid["hits@10"], "test_mrr": test["mrr"], "test_hits@10": test["hits@10"]}))
+
+
+def keep_record(run: Path, record: Path) -> None:
+    """Copies the run's JSON files to ``record`` and writes ``record.json`` (command,
+    commit, date, machine), so that every reported number can be traced."""
+    record.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "log.jsonl", "results.json"):
+        shutil.copyfile(run / name, record / name)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    (record / "record.json").write_text(json.dumps({
+        "command": " ".join(["python", *sys.argv]),
+        "commit": commit or None,
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
+        "torch": torch.__version__,
+    }, indent=2) + "\n")
 
 
 if __name__ == "__main__":
