@@ -146,14 +146,10 @@ def run_evaluate(args) -> None:
     from torch_wge.training import evaluate_checkpoint
 
     results, dataset = evaluate_checkpoint(args.checkpoint, args.split, root=args.root, device=args.device)
-    print(results.format())
-    if args.per_relation:
-        names = dataset.relation_names
-        labels = getattr(dataset, "relation_labels", None) or [None] * len(names)
-        print(f"\n{'relation':<40} {'side':<5} {'count':>6} {'MRR':>7} {'H@1':>7} {'H@10':>7}")
-        for row in results.per_relation():
-            name = names[row["relation"]] + (f" ({labels[row['relation']]})" if labels[row["relation"]] else "")
-            print(f"{name[:40]:<40} {row['side']:<5} {row['count']:>6} {row['mrr']:>7.4f} {row['hits@1']:>7.4f} {row['hits@10']:>7.4f}")
+    names = dataset.relation_names
+    labels = getattr(dataset, "relation_labels", None) or [None] * len(names)
+    labelled = [f"{name} ({label})" if label else name for name, label in zip(names, labels)]
+    print(results.format(per_relation=args.per_relation, relation_names=labelled))
     if args.json:
         Path(args.json).write_text(json.dumps(results.to_dict(), indent=2))
 

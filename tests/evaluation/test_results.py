@@ -75,7 +75,13 @@ def test_export_and_printing(random_results):
     text = str(results)
     assert "realistic ranks (ties: mean of optimistic and pessimistic), filtered" in text
     assert all(side in text for side in SIDES)
-    assert "relation" in results.format(per_relation=True, relation_names=list("abcde"))
+    table = results.format(per_relation=True, relation_names=[f"rel-{r}" for r in range(5)]).split("\n\n")[1]
+    both_lines = [line.split() for line in table.splitlines()[1:] if line.split()[1] == "both"]
+    count = {row["relation"]: row["count"] for row in results.per_relation() if row["side"] == "both"}
+    assert [line[0] for line in both_lines] == [f"rel-{r}" for r in sorted(count, key=lambda r: -count[r])]
+    assert [int(line[2]) for line in both_lines] == sorted(count.values(), reverse=True)
+    mrr = {f"rel-{row['relation']}": row["mrr"] for row in results.per_relation() if row["side"] == "both"}
+    assert all(float(line[3]) == pytest.approx(mrr[line[0]], abs=5e-5) for line in both_lines)
     line = results.summary_line()
     assert line.startswith(f"MRR {results['both.mrr']:.4f} | MR {results['both.mr']:.1f} | H@1 ")
     assert "H@10" in line

@@ -280,8 +280,8 @@ class LinkPredictionResults:
         relation), headed by how ranks were computed.
 
         Args:
-            per_relation (bool, optional): add one line per (relation, side).
-                (default: :obj:`False`)
+            per_relation (bool, optional): add one line per (relation, side),
+                most frequent relations first. (default: :obj:`False`)
             relation_names (Sequence[str], optional): names to print instead of
                 relation ids. (default: :obj:`None`)
         """
@@ -302,13 +302,16 @@ class LinkPredictionResults:
                 line(side, self.metric("count", side), {m: self.metric(m, side) for m in METRICS})
             )
         if per_relation:
+            rows = self.per_relation()
+            count = {row["relation"]: row["count"] for row in rows if row["side"] == "both"}
+            rows.sort(key=lambda row: -count[row["relation"]])  # stable: most frequent relation first
+            names = {r: str(r if relation_names is None else relation_names[r]) for r in count}
+            width = min(max(len(name) for name in names.values()), 48) + 2 if names else 10
             out.append("")
-            out.append(f"{'relation':<24}{'side':<6}" + header[10:])
-            for row in self.per_relation():
-                name = str(row["relation"])
-                if relation_names is not None:
-                    name = str(relation_names[row["relation"]])
-                out.append(f"{name[:23]:<24}{row['side']:<6}" + line("", row["count"], row)[10:])
+            out.append(f"{'relation':<{width}}{'side':<6}" + header[10:])
+            for row in rows:
+                name = names[row["relation"]][:width - 2]
+                out.append(f"{name:<{width}}{row['side']:<6}" + line("", row["count"], row)[10:])
         return "\n".join(out)
 
     def __str__(self) -> str:
