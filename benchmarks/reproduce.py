@@ -66,6 +66,7 @@ def main():
     parser.add_argument("--patience", type=int, default=None, help="stop after this many validations without gain")
     parser.add_argument("--finish", action="store_true",
                         help="evaluate the best checkpoint of a run stopped early and write its results")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (validation lines are still printed)")
     parser.add_argument("--records", default="benchmarks/records", help="where finished runs' JSON records are kept")
     args = parser.parse_args()
 
@@ -88,7 +89,7 @@ def main():
     if args.finish:  # train no further: the run ends at the epoch of its last checkpoint
         config = dataclasses.replace(config, epochs=load_checkpoint(out / "last.pt", map_location="cpu")["epoch"])
     _, data = load_data(config)
-    result = Trainer(config, data, out).fit(resume=args.resume or args.finish)
+    result = Trainer(config, data, out, progress=not args.no_progress).fit(resume=args.resume or args.finish)
     keep_record(out, Path(args.records) / args.row)
     valid, test = result["valid"]["metrics"]["both"], result["test"]["metrics"]["both"]
     print(json.dumps({"row": args.row, "epochs": result["epochs_trained"], "best_epoch": result["best_epoch"],
