@@ -3,10 +3,12 @@
     # validation MRR against epochs and against wall time, one line per run
     python benchmarks/make_figures.py curves runs/codex-s-wge runs/reproduce/codex-s/quate --out benchmarks/figures/codex-s-curves.png
     # per-relation MRR, head and tail prediction, for the 10 most frequent relations (WGE beside QuatE);
-    # a run stopped early needs `torch_wge evaluate RUN/best.pt --split valid --json RUN/valid_best.json`
+    # (a run stopped early is first closed with `python benchmarks/reproduce.py ROW --finish`)
     python benchmarks/make_figures.py relations runs/codex-s-wge runs/reproduce/codex-s/quate --split valid --out benchmarks/figures/codex-s-relations.png
     # best validation MRR of each run against a setting (beta, channels)
-    python benchmarks/make_figures.py sensitivity runs/reproduce/codex-s/beta/* --setting beta --out benchmarks/figures/beta.png
+    python benchmarks/make_figures.py sensitivity benchmarks/records/short-60ep/codex-s/beta/* --setting beta --out benchmarks/figures/codex-s-beta.png
+
+Run folders and the records ``benchmarks/reproduce.py`` keeps (``benchmarks/records/...``) both work.
 """
 import argparse
 import json
@@ -45,19 +47,10 @@ def curves(runs, out):
     fig.savefig(out, dpi=120)
 
 
-def split_results(run: Path, split: str) -> dict:
-    """The run's final metrics on ``split``: from ``results.json`` of a finished run, or
-    from ``<split>_best.json`` written by ``torch_wge evaluate best.pt --json`` for a
-    run that was stopped before its end."""
-    if (run / "results.json").is_file():
-        return json.loads((run / "results.json").read_text())[split]
-    return json.loads((run / f"{split}_best.json").read_text())
-
-
 def relations(runs, split, out):
     from torch_wge.training import open_dataset
 
-    results = [split_results(run, split) for run in runs]
+    results = [json.loads((run / "results.json").read_text())[split] for run in runs]
     config = json.loads((runs[0] / "config.json").read_text())
     dataset = open_dataset(config["dataset"], config["root"])
     data = dataset[0]
@@ -81,16 +74,18 @@ def relations(runs, split, out):
 
 
 def sensitivity(runs, setting, out):
-    points = []
-    for run in runs:
-        result = json.loads((run / "results.json").read_text())
-        points.append((result["config"][setting], result["valid"]["metrics"]["both"]["mrr"], result["epochs_trained"]))
-    points.sort()
+    """Best validation MRR of each run against ``setting`` (runs differing only in it)."""
+    results = sorted((json.loads((run / "results.json").read_text()) for run in runs),
+                     key=lambda result: result["config"][setting])
+    config = results[0]["config"]
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+    ax.plot([r["config"][setting] for r in results], [r["valid"]["metrics"]["both"]["mrr"] for r in results], marker="o")
+    if setting == "channels":
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([r["config"][setting] for r in results], [str(r["config"][setting]) for r in results])
     ax.set_xlabel(setting)
     ax.set_ylabel("best validation MRR")
-    ax.set_title(f"CoDEx-S, {points[0][2]} epochs each")
+    ax.set_title(f"{config['dataset']}, {results[0]['epochs_trained']} epochs at lr {config['lr']:g} each", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
