@@ -102,3 +102,21 @@ def test_logs_results_and_early_stopping(data, tmp_path, monkeypatch):
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["test"]["metrics"]["both"]["mrr"] == pytest.approx(result["test"]["metrics"]["both"]["mrr"])
     assert saved["config"]["patience"] == 1
+
+
+def test_resuming_at_the_last_epoch_only_evaluates_the_best_checkpoint(data, tmp_path, monkeypatch):
+    # how a run stopped before its planned epochs is closed (benchmarks/reproduce.py --finish)
+    Trainer(config(epochs=5), data, tmp_path, progress=False).fit()
+    (tmp_path / "results.json").unlink()
+    best = load_checkpoint(tmp_path / "best.pt")
+
+    def no_training(self):
+        raise AssertionError("a closed run must not train")
+
+    monkeypatch.setattr(Trainer, "train_epoch", no_training)
+    result = Trainer(config(epochs=5), data, tmp_path, progress=False).fit(resume=True)
+    assert result["epochs_trained"] == 5 and result["best_epoch"] == best["epoch"]
+    assert result["valid"]["metrics"]["both"]["mrr"] == pytest.approx(best["valid"]["both.mrr"])
+    assert json.loads((tmp_path / "results.json").read_text())["best_epoch"] == best["epoch"]
+    finals = [r for r in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines()) if r["event"] == "final"]
+    assert len(finals) == 1  # the first run's final record was replaced, not repeated
