@@ -88,6 +88,9 @@ def main():
     out = Path(args.out) / args.row
     if args.finish:  # train no further: the run ends at the epoch of its last checkpoint
         config = dataclasses.replace(config, epochs=load_checkpoint(out / "last.pt", map_location="cpu")["epoch"])
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "commands.txt", "a") as f:  # every command that trained, resumed or closed this run
+        f.write(f"{' '.join(['python', *sys.argv])}  # commit {git_commit()}, {datetime.date.today()}\n")
     _, data = load_data(config)
     result = Trainer(config, data, out, progress=not args.no_progress).fit(resume=args.resume or args.finish)
     keep_record(out, Path(args.records) / args.row)
@@ -97,18 +100,22 @@ def main():
                       "valid_hits@10": valid["hits@10"], "test_mrr": test["mrr"], "test_hits@10": test["hits@10"]}))
 
 
+def git_commit() -> str:
+    """The checkout's commit (``unknown`` outside a git checkout)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    return commit or "unknown"
+
+
 def keep_record(run: Path, record: Path) -> None:
-    """Copies the run's JSON files to ``record`` and writes ``record.json`` (command,
-    commit, date, machine), so that every reported number can be traced."""
+    """Copies the run's JSON files to ``record`` and writes ``record.json`` (the
+    commands that made the run, with commit and date, and the machine), so that
+    every reported number can be traced."""
     record.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "log.jsonl", "results.json"):
         shutil.copyfile(run / name, record / name)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
     (record / "record.json").write_text(json.dumps({
-        "command": " ".join(["python", *sys.argv]),
-        "commit": commit or None,
-        "date": datetime.date.today().isoformat(),
+        "commands": (run / "commands.txt").read_text().splitlines(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
         "torch": torch.__version__,
     }, indent=2) + "\n")
