@@ -15,6 +15,7 @@ what ``benchmarks/RESULTS.md`` and ``benchmarks/make_figures.py`` read.
     python benchmarks/reproduce.py codex-s/ablation/gcn --epochs 200 --lr 2e-3
     python benchmarks/reproduce.py codex-s/beta/0.5 --epochs 200 --resume
     python benchmarks/reproduce.py codex-m/wge --finish   # close a run stopped early
+    python benchmarks/reproduce.py --table benchmarks/records/short-60ep/codex-s/beta/*   # markdown rows
 
 Datasets are read from ``--root`` (``<root>/<dataset>/raw``) or downloaded there.
 """
@@ -55,6 +56,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("row", nargs="?", help="row name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the rows and their settings")
+    parser.add_argument("--table", nargs="+", type=Path, metavar="RECORD",
+                        help="print a markdown table of these records (or run folders) and exit")
     parser.add_argument("--epochs", type=int, default=3000)
     parser.add_argument("--lr", type=float, default=None, help="default: 5e-4 (the paper's CoDEx-S/M setting)")
     parser.add_argument("--eval-every", type=int, default=10)
@@ -70,6 +73,9 @@ def main():
     parser.add_argument("--records", default="benchmarks/records", help="where finished runs' JSON records are kept")
     args = parser.parse_args()
 
+    if args.table:
+        print(markdown_table(args.table))
+        return
     if args.list or not args.row:
         for name, settings in ROWS.items():
             print(f"{name:45s} {settings}")
@@ -98,6 +104,20 @@ def main():
     print(json.dumps({"row": args.row, "epochs": result["epochs_trained"], "best_epoch": result["best_epoch"],
                       "wall_seconds": round(result["wall_seconds"]), "valid_mrr": valid["mrr"],
                       "valid_hits@10": valid["hits@10"], "test_mrr": test["mrr"], "test_hits@10": test["hits@10"]}))
+
+
+def markdown_table(records) -> str:
+    """One markdown row per record: budget, best epoch, filtered validation and test
+    metrics of the best checkpoint (Hits in %), wall time."""
+    lines = ["| record | epochs | best epoch | valid MRR | valid H@10 | test MRR | test H@1 | test H@3 | test H@10 | wall min |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for record in records:
+        result = json.loads((record / "results.json").read_text())
+        valid, test = result["valid"]["metrics"]["both"], result["test"]["metrics"]["both"]
+        lines.append(f"| `{record}` | {result['epochs_trained']:,} | {result['best_epoch']:,} | {valid['mrr']:.4f} | "
+                     f"{100 * valid['hits@10']:.2f} | {test['mrr']:.4f} | {100 * test['hits@1']:.2f} | "
+                     f"{100 * test['hits@3']:.2f} | {100 * test['hits@10']:.2f} | {result['wall_seconds'] / 60:.1f} |")
+    return "\n".join(lines)
 
 
 def git_commit() -> str:
