@@ -306,7 +306,7 @@ class LinkPredictionResults:
             count = {row["relation"]: row["count"] for row in rows if row["side"] == "both"}
             rows.sort(key=lambda row: -count[row["relation"]])  # stable: most frequent relation first
             names = {r: str(r if relation_names is None else relation_names[r]) for r in count}
-            width = min(max(len(name) for name in names.values()), 48) + 2 if names else 10
+            width = min(max([len("relation"), *map(len, names.values())]), 48) + 2
             out.append("")
             out.append(f"{'relation':<{width}}{'side':<6}" + header[10:])
             for row in rows:
