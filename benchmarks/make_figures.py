@@ -50,7 +50,7 @@ def curves(runs, out):
 def relations(runs, split, out):
     from torch_wge.training import open_dataset
 
-    results = [json.loads((run / "results.json").read_text())[split] for run in runs]
+    records = [json.loads((run / "results.json").read_text()) for run in runs]
     config = json.loads((runs[0] / "config.json").read_text())
     dataset = open_dataset(config["dataset"], config["root"])
     data = dataset[0]
@@ -61,10 +61,11 @@ def relations(runs, split, out):
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
     width = 0.8 / len(runs)
     for side, ax in zip(("head", "tail"), axes):
-        for i, (run, result) in enumerate(zip(runs, results)):
-            table = {(row["relation"], row["side"]): row["mrr"] for row in result["per_relation"]}
+        for i, (run, record) in enumerate(zip(runs, records)):
+            table = {(row["relation"], row["side"]): row["mrr"] for row in record[split]["per_relation"]}
             values = [table.get((r, side), 0.0) for r in top]
-            ax.bar([x + i * width for x in range(len(top))], values, width, label=label_of(run))
+            label = f"{label_of(run)}, epoch {record['best_epoch']:,}"
+            ax.bar([x + i * width for x in range(len(top))], values, width, label=label)
         ax.set_title(f"{side} prediction ({split})")
         ax.set_xticks([x + width * (len(runs) - 1) / 2 for x in range(len(top))], names, rotation=60, ha="right", fontsize=7)
         ax.set_ylabel("MRR (filtered)")
