@@ -26,11 +26,11 @@ from pathlib import Path
 from rss import peak_rss_mb, reset_peak_rss
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'datasets'
-VIEWS = {
-    'ef': 'EntityFocusedTransform()',
-    'rf': 'RelationFocusedTransform(beta=0.2)',
-    'rf-no-rr': 'RelationFocusedTransform(beta=0.2, relation_edges=False)',
-    'levi': 'LeviGraphTransform()',
+VIEWS = {  # name: (transform class in torch_wge.transforms, its arguments)
+    'ef': ('EntityFocusedTransform', {}),
+    'rf': ('RelationFocusedTransform', {'beta': 0.2}),
+    'rf-no-rr': ('RelationFocusedTransform', {'beta': 0.2, 'relation_edges': False}),
+    'levi': ('LeviGraphTransform', {}),
 }
 
 
@@ -38,15 +38,12 @@ def worker(args) -> None:
     import torch
 
     from torch_wge.datasets import get_dataset
-    from torch_wge.transforms import (  # noqa: F401 (used by eval)
-        EntityFocusedTransform,
-        LeviGraphTransform,
-        RelationFocusedTransform,
-    )
+    import torch_wge.transforms
     if args.threads:
         torch.set_num_threads(args.threads)
     data = get_dataset(args.dataset, args.root, log=False)[0]
-    transform = eval(VIEWS[args.view])
+    name, kwargs = VIEWS[args.view]
+    transform = getattr(torch_wge.transforms, name)(**kwargs)
     copy = data.clone()
     before = reset_peak_rss()
     out = transform(copy)
