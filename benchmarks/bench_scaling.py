@@ -52,7 +52,8 @@ def synthetic_kg(num_entities: int, num_relations: int = 50, per_entity: float =
                  num_types: int = 16, seed: int = 0):
     """A random typed KG in the layout of :mod:`torch_wge.datasets` (see the module docstring)."""
     import torch
-    from torch_geometric.data import Data
+
+    from torch_wge.testing import kg_from_triples
     g = torch.Generator().manual_seed(seed)
     n_train = int(per_entity * num_entities)
     total = int(n_train / (1 - 2 * eval_fraction))
@@ -82,16 +83,7 @@ def synthetic_kg(num_entities: int, num_relations: int = 50, per_entity: float =
     n_eval = int(eval_fraction * num)
     split[num - 2 * n_eval: num - n_eval] = 1
     split[num - n_eval:] = 2
-    train = triples[split == 0]
-    seen = torch.zeros(num_entities, dtype=torch.bool)
-    seen[train[:, 0]] = True
-    seen[train[:, 2]] = True
-    seen_rel = torch.zeros(num_relations, dtype=torch.bool)
-    seen_rel[train[:, 1]] = True
-    split[~(seen[triples[:, 0]] & seen[triples[:, 2]] & seen_rel[triples[:, 1]])] = 0
-    return Data(edge_index=triples[:, [0, 2]].t().contiguous(), edge_type=triples[:, 1].contiguous(),
-                train_mask=split == 0, val_mask=split == 1, test_mask=split == 2,
-                num_nodes=num_entities, num_relations=num_relations)
+    return kg_from_triples(triples, split, num_entities, num_relations)
 
 
 def worker(args) -> Dict[str, Any]:

@@ -1,7 +1,6 @@
 """A short real training run: CoDEx-S from ../shared/datasets, placed by hand (no network)."""
 import shutil
 
-
 from torch_wge.training import TrainConfig, Trainer, load_data
 
 

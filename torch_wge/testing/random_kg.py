@@ -1,4 +1,5 @@
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 
 
@@ -35,7 +36,14 @@ def random_kg(
     split_id = torch.full((num,), 2)
     split_id[: int(split[0] * num)] = 0
     split_id[int(split[0] * num) : int((split[0] + split[1]) * num)] = 1
-    # Evaluation triples whose entities or relation never occur in train move to train.
+    return kg_from_triples(triples, split_id, num_entities, num_relations)
+
+
+def kg_from_triples(triples: Tensor, split_id: Tensor, num_entities: int, num_relations: int) -> Data:
+    r"""Builds the :mod:`torch_wge.datasets` layout from ``triples [E, 3]``
+    (head, relation, tail) and ``split_id [E]`` (0 train, 1 valid, 2 test).
+    Evaluation triples whose head, tail or relation never occurs in train are
+    moved to train, as the benchmark datasets guarantee."""
     train = triples[split_id == 0]
     seen_entity = torch.zeros(num_entities, dtype=torch.bool)
     seen_entity[train[:, 0]] = True
@@ -43,7 +51,7 @@ def random_kg(
     seen_relation = torch.zeros(num_relations, dtype=torch.bool)
     seen_relation[train[:, 1]] = True
     unseen = ~(seen_entity[triples[:, 0]] & seen_entity[triples[:, 2]] & seen_relation[triples[:, 1]])
-    split_id[unseen] = 0
+    split_id = split_id.masked_fill(unseen, 0)
     return Data(
         edge_index=triples[:, [0, 2]].t().contiguous(),
         edge_type=triples[:, 1].contiguous(),
