@@ -8,37 +8,43 @@ import dataclasses
 import json
 import os
 import sys
+import typing
 from pathlib import Path
 from typing import List, Optional
 
 import torch
 
-from torch_wge.training.config import TrainConfig
+from torch_wge.training.config import CHOICES, RECIPES, TrainConfig
 
 CONFIG_HELP = {
     "dataset": "dataset name (codex-s, codex-m, codex-l, litwd1k, litwd19k, litwd48k, fb15k-237) or a folder of train/valid/test.txt",
     "root": "folder where datasets are downloaded and cached",
+    "recipe": "training recipe: 'paper' (the paper's setting) or 'fast' (larger learning rate, warm-up, cosine decay, fewer epochs); explicit options override it",
     "epochs": "number of training epochs",
     "batch_size": "(head, relation) queries per batch",
-    "lr": "Adam learning rate",
+    "lr": "Adam learning rate (the peak of the schedule)",
+    "schedule": "learning-rate schedule: constant, or cosine (linear warm-up, then cosine decay to 0 at the last epoch)",
+    "warmup_epochs": "epochs of linear warm-up of the cosine schedule",
+    "objective": "training loss: bce (1-N binary cross-entropy, the paper's) or softmax (1-vs-all cross-entropy)",
+    "label_smoothing": "label smoothing epsilon of the 1-N targets",
+    "dropout": "dropout on each decoder's query",
+    "grad_clip": "gradient-norm clipping threshold (0: off)",
+    "n3": "weight of the N3 regulariser on the embeddings of each batch's triples (0: off)",
+    "eval_every": "validate every this many epochs",
     "channels": "real size of every embedding, a multiple of 4",
     "num_layers": "encoder layers K (0: plain QuatE)",
     "alpha0": "weight of layer 0 in the score; the others get (1 - alpha0) / K",
-    "dropout": "dropout on each decoder's query",
-    "label_smoothing": "label smoothing epsilon of the 1-N targets",
-    "grad_clip": "gradient-norm clipping threshold (0: off)",
     "beta": "fraction of (r_s, r_o) relation pairs whose RF constraints are kept, in [0, 1]",
     "predicate_entities": "use predicate entities in the relation-focused view (off: ablation 1)",
     "relation_edges": "add r_s - r_o edges to the relation-focused view (the published code does not)",
     "views": "two-view (WGE) or an ablation: entity, relation, levi",
     "conv": "quaternion (QGNN) or gcn (ablation 2)",
-    "eval_every": "validate every this many epochs",
     "eval_batch_size": "queries scored at once during evaluation",
     "patience": "stop after this many validations without improvement (default: never)",
+    "time_limit": "stop training after the epoch in which this many minutes of training and validation have passed, then evaluate the best checkpoint (a stopped run resumes with --resume)",
     "seed": "random seed",
     "device": "cpu, cuda, cuda:1, ... (default: cuda when available)",
 }
-CHOICES = {"views": ["two-view", "entity", "relation", "levi"], "conv": ["quaternion", "gcn"]}
 
 
 class CliError(Exception):
@@ -46,16 +52,22 @@ class CliError(Exception):
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One option per :class:`TrainConfig` field, with its default shown."""
+    """One option per :class:`TrainConfig` field, with its default shown
+    (for the settings a recipe fills in, each recipe's value)."""
+    types = typing.get_type_hints(TrainConfig)
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
-        default = field.default
-        help_text = f"{CONFIG_HELP[field.name]} (default: {default})"
-        if isinstance(default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        kind = next((t for t in typing.get_args(types[field.name]) if t is not type(None)), types[field.name])
+        if field.name in RECIPES["paper"]:
+            shown = ", ".join(f"{name}: {values[field.name]}" for name, values in RECIPES.items())
+            help_text = f"{CONFIG_HELP[field.name]} (default: from --recipe; {shown})"
         else:
-            kind = {"patience": int, "device": str}.get(field.name, type(default))
-            parser.add_argument(flag, type=kind, default=default, choices=CHOICES.get(field.name), help=help_text)
+            help_text = f"{CONFIG_HELP[field.name]} (default: {field.default})"
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default, help=help_text)
+        else:
+            choices = CHOICES.get(field.name) or (sorted(RECIPES) if field.name == "recipe" else None)
+            parser.add_argument(flag, type=kind, default=field.default, choices=choices, help=help_text)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:

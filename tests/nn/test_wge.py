@@ -91,24 +91,23 @@ def test_bad_arguments(data):
         model.graph_inputs(data)
 
 
-def test_one_to_n_bce_gradient_matches_autograd_reference():
-    from torch_wge.nn.kge.loss import one_to_n_bce
-
+def test_n3_term_is_the_sum_of_cubed_quaternion_moduli(data):
     torch.manual_seed(0)
-    logits = torch.randn(3, 4, 6, dtype=torch.float64, requires_grad=True)
-    positives = torch.tensor([[0, 0, 1, 3, 3], [1, 5, 2, 0, 4]])
-    weights = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
-    loss = one_to_n_bce(logits, positives, weights, 0.2)
-    (grad,) = torch.autograd.grad(loss, logits)
+    plain = make(data, num_layers=1, dropout=0.0).double()
+    regularised = make(data, num_layers=1, dropout=0.0, n3_weight=0.25).double()
+    regularised.load_state_dict(plain.state_dict())
+    heads, relations = torch.tensor([0, 1, 2]), torch.tensor([0, 3, 1])
+    positives = torch.tensor([[0, 0, 2], [4, 9, 1]])
+    difference = regularised.loss(regularised.encode(**regularised.graph_inputs(data)), heads, relations, positives) \
+        - plain.loss(plain.encode(**plain.graph_inputs(data)), heads, relations, positives)
 
-    reference_logits = logits.detach().clone().requires_grad_()
-    targets = torch.zeros(4, 6, dtype=torch.float64)
-    targets[positives[0], positives[1]] = 1.0
-    targets = 0.8 * targets + 1 / 6
-    reference = sum(
-        w * F.binary_cross_entropy_with_logits(reference_logits[k], targets) for k, w in enumerate(weights)
-    )
-    (reference_grad,) = torch.autograd.grad(reference, reference_logits)
-    assert torch.allclose(loss, reference, atol=1e-12)
-    assert torch.allclose(grad, reference_grad, atol=1e-12)
-    assert torch.autograd.gradcheck(lambda x: one_to_n_bce(x, positives, weights, 0.2), (logits,))
+    def cubed_moduli(vector):  # quaternion q has parts vector[q], vector[n + q], vector[2n + q], vector[3n + q]
+        n = vector.numel() // 4
+        return sum(float(sum(vector[part * n + q] ** 2 for part in range(4))) ** 1.5 for q in range(n))
+
+    x, rel = plain.entity_embedding.weight.detach(), plain.relation_embedding.weight.detach()
+    expected = sum(
+        cubed_moduli(x[heads[b]]) + cubed_moduli(rel[relations[b]]) + cubed_moduli(x[t])
+        for b, t in positives.t().tolist()
+    ) / 3
+    assert abs(float(difference) - 0.25 * expected) < 1e-9

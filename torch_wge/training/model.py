@@ -26,4 +26,6 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
         views=config.views,
         conv=config.conv,
         label_smoothing=config.label_smoothing,
+        objective=config.objective,
+        n3_weight=config.n3,
     )

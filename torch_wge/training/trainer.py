@@ -111,6 +111,8 @@ class Trainer:
         world = self.dist.world_size
         if self.dist.enabled:  # per-process dropout stream, reproducible on resume
             torch.manual_seed(dropout_seed(self.config.seed, self.epoch, self.dist.rank))
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.learning_rate(self.epoch)
         total, batches = 0.0, 0
         order = torch.randperm(len(self.queries), generator=self.generator)
         for chunk in order.split(self.config.batch_size):
@@ -221,22 +223,27 @@ class Trainer:
         cfg = self.config
         bar = tqdm(total=cfg.epochs, initial=self.epoch, desc="epochs", unit="epoch",
                    disable=not (self.progress and main))
-        while self.epoch < cfg.epochs and not self._should_stop():
+        while self.epoch < cfg.epochs and not self._should_stop() and not self._out_of_time():
             tic = time.perf_counter()
             loss = self.train_epoch()
             self.epoch += 1
             seconds = time.perf_counter() - tic
             self.wall_seconds += seconds
-            self._log({"event": "epoch", "epoch": self.epoch, "loss": loss, "seconds": seconds,
+            self._log({"event": "epoch", "epoch": self.epoch, "loss": loss, "lr": self.config.learning_rate(self.epoch - 1), "seconds": seconds,
                        "wall_seconds": self.wall_seconds})
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", best_mrr=f"{max(self.best['mrr'], 0):.4f}")
-            if self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs:
+            if self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs or self._out_of_time():
                 self._validate(bar)
             if main:
                 save_checkpoint(self.state(), last)
         bar.close()
         return self._finish(time.perf_counter() - start_time)
+
+    def _out_of_time(self) -> bool:
+        """Whether the run's training and validation time has passed ``time_limit`` minutes."""
+        limit = self.config.time_limit
+        return limit is not None and self.wall_seconds >= 60.0 * limit
 
     def _should_stop(self) -> bool:
         patience = self.config.patience

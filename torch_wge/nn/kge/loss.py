@@ -1,63 +1,156 @@
+r"""1-N training objectives of WGE and QuatE, fused with the scoring matmul.
+
+Every objective scores a batch of queries :math:`q_{kb}` (``[L, B, C]``: one
+query per layer :math:`k` and batch row :math:`b`) against every entity
+:math:`x_{kn}` (``[L, N, C]``) with the logits :math:`f_{kbn} = q_{kb} \cdot
+x_{kn}`, and weights layer :math:`k` by :math:`\alpha_k`. The logits are
+never held whole: rows of queries are scored a chunk at a time, each chunk's
+loss and logit gradient are formed in place in one small reused buffer, and
+the gradients of the queries and entities are accumulated from it at once, so
+backward is two scalings.
+"""
+from typing import Callable, Dict
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+#: Rows of logits processed together: about 2 MiB of float32 per chunk, so
+#: that a chunk's element-wise passes run in cache.
+CHUNK_ELEMENTS = 1 << 19
 
-class _WeightedOneToNBCE(torch.autograd.Function):
-    """Loss value and its gradient in one pass over the logits (see :func:`one_to_n_bce`)."""
 
+def _bce_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+    r"""Sum over the chunk of :math:`\mathrm{softplus}(f) - y f` with targets
+    :math:`y = (1 - \epsilon)[\text{answer}] + 1/N`; overwrites ``logits``
+    with the gradient :math:`\sigma(f) - y`."""
+    off_target, on_target = 1.0 / logits.size(1), 1.0 - label_smoothing
+    loss = F.softplus(logits).sum() - off_target * logits.sum() - on_target * logits[rows, cols].sum()
+    torch.sigmoid(logits, out=logits)
+    logits.sub_(off_target)
+    _add_at(logits, rows, cols, -on_target)
+    return loss
+
+
+def _softmax_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+    r"""Sum over the chunk's positive pairs :math:`(b, t)` of
+    :math:`\log \sum_n e^{f_{bn}} - (1 - \epsilon) f_{bt} - \frac{\epsilon}{N}
+    \sum_n f_{bn}`; overwrites ``logits`` with the gradient
+    :math:`a_b (\mathrm{softmax}(f_b) - \epsilon / N) - (1 - \epsilon) y_b`,
+    :math:`a_b` being the number of answers of row :math:`b`."""
+    off_target, on_target = label_smoothing / logits.size(1), 1.0 - label_smoothing
+    answers = torch.bincount(rows, minlength=logits.size(0)).to(logits.dtype).unsqueeze(1)  # [c, 1]
+    loss = -on_target * logits[rows, cols].sum() - off_target * (logits.sum(dim=1, keepdim=True) * answers).sum()
+    shift = logits.amax(dim=1, keepdim=True)
+    logits.sub_(shift).exp_()
+    normaliser = logits.sum(dim=1, keepdim=True)
+    loss = loss + ((normaliser.log() + shift) * answers).sum()
+    logits.div_(normaliser).sub_(off_target).mul_(answers)
+    _add_at(logits, rows, cols, -on_target)
+    return loss
+
+
+def _add_at(matrix: Tensor, rows: Tensor, cols: Tensor, value: float) -> None:
+    """Adds ``value`` to ``matrix[rows[i], cols[i]]`` for every ``i`` (repeats add up)."""
+    flat = matrix.view(-1)
+    flat.index_add_(0, rows * matrix.size(1) + cols, flat.new_full((rows.numel(),), value))
+
+
+#: name -> (chunk function, normaliser of a layer's summed loss: B N for
+#: "bce", the number of positive pairs T for "softmax").
+OBJECTIVES: Dict[str, Callable] = {"bce": _bce_chunk, "softmax": _softmax_chunk}
+
+
+class _FusedOneToNLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits: Tensor, positives: Tensor, layer_weights: Tensor, label_smoothing: float) -> Tensor:
-        num_layers, num_queries, num_entities = logits.shape
-        scale = layer_weights.to(logits.dtype) / (num_queries * num_entities)  # [L]
+    def forward(ctx, queries, entities, positives, layer_weights, objective, label_smoothing):
+        num_layers, num_queries, _ = queries.shape
+        num_entities = entities.size(1)
+        chunk_fn = OBJECTIVES[objective]
         rows, cols = positives
-        off_target = 1.0 / num_entities
-        on_target = 1.0 - label_smoothing
-        per_layer = (
-            F.softplus(logits).sum(dim=(1, 2))
-            - off_target * logits.sum(dim=(1, 2))
-            - on_target * logits[:, rows, cols].sum(dim=-1)
-        )
-        loss = (per_layer * scale).sum()
-        if ctx.needs_input_grad[0]:
-            # d loss / d logits = w_k / (B N) * (sigmoid(f) - y), built in place
-            grad = torch.sigmoid(logits)
-            grad.sub_(off_target)
-            flat = grad.view(num_layers, -1)
-            flat.index_add_(1, rows * num_entities + cols, flat.new_full((num_layers, rows.numel()), -on_target))
-            grad.mul_(scale.view(-1, 1, 1))
-            ctx.save_for_backward(grad)
+        order = torch.argsort(rows, stable=True)
+        rows, cols = rows[order], cols[order]
+        normaliser = num_queries * num_entities if objective == "bce" else max(rows.numel(), 1)
+        scale = (layer_weights.to(queries.dtype) / normaliser).tolist()
+        chunk_rows = max(1, min(num_queries, CHUNK_ELEMENTS // max(num_entities, 1)))
+        bounds = torch.searchsorted(rows, torch.arange(0, num_queries + chunk_rows, chunk_rows)).tolist()
+
+        buffer = queries.new_empty(chunk_rows, num_entities)
+        grad_queries = torch.empty_like(queries)
+        grad_entities = torch.zeros_like(entities)
+        loss = queries.new_zeros(())
+        for k in range(num_layers):
+            for i, start in enumerate(range(0, num_queries, chunk_rows)):
+                stop = min(start + chunk_rows, num_queries)
+                q, logits = queries[k, start:stop], buffer[: stop - start]
+                torch.mm(q, entities[k].t(), out=logits)
+                lo, hi = bounds[i], bounds[i + 1]
+                loss += scale[k] * chunk_fn(logits, rows[lo:hi] - start, cols[lo:hi], label_smoothing)
+                logits.mul_(scale[k])
+                torch.mm(logits, entities[k], out=grad_queries[k, start:stop])
+                grad_entities[k].addmm_(logits.t(), q)
+        ctx.save_for_backward(grad_queries, grad_entities)
         return loss
 
     @staticmethod
-    def backward(ctx, grad_output: Tensor):
-        (grad,) = ctx.saved_tensors
-        return grad * grad_output, None, None, None
+    def backward(ctx, grad_output):
+        grad_queries, grad_entities = ctx.saved_tensors
+        return grad_queries * grad_output, grad_entities * grad_output, None, None, None, None
 
 
-def one_to_n_bce(logits: Tensor, positives: Tensor, layer_weights: Tensor, label_smoothing: float = 0.1) -> Tensor:
-    r"""Weighted 1-N binary cross-entropy with label smoothing over the
-    per-layer logits :math:`f_k(h_b, r_b, n)`:
+def one_to_n_loss(
+    queries: Tensor,
+    entities: Tensor,
+    positives: Tensor,
+    layer_weights: Tensor,
+    objective: str = "bce",
+    label_smoothing: float = 0.1,
+) -> Tensor:
+    r"""Weighted 1-N loss of the logits :math:`f_{kbn} = q_{kb} \cdot x_{kn}`
+    of :math:`L` layers, without materialising them.
+
+    :obj:`objective="bce"`: binary cross-entropy with the research code's
+    label smoothing,
 
     .. math::
         \mathcal{L} = \sum_k \frac{\alpha_k}{BN} \sum_{b, n}
-        \mathrm{BCE}\left(\sigma(f_{kbn}), y_{bn}\right)
-        = \sum_k \frac{\alpha_k}{BN} \sum_{b, n}
         \left(\mathrm{softplus}(f_{kbn}) - y_{bn} f_{kbn}\right),
-        \qquad y_{bn} = (1 - \epsilon)\,[n \text{ answers } b] + \frac{1}{N}
+        \qquad y_{bn} = (1 - \epsilon)\,[n \text{ answers } b] + \frac{1}{N}.
 
-    The dense targets are never built: the positives enter as an index. The
-    gradient :math:`\alpha_k (\sigma(f) - y) / (BN)` is formed during the
-    forward pass in one buffer, so backward is a single multiplication.
-    Duplicate positive pairs count once per occurrence.
+    :obj:`objective="softmax"`: 1-vs-all softmax cross-entropy, every positive
+    pair :math:`(b, t)` one example whose class is its tail among all
+    :math:`N` entities (the query's other answers stay among the
+    candidates, as in the 1vsAll training of Lacroix et al. 2018),
+
+    .. math::
+        \mathcal{L} = \sum_k \frac{\alpha_k}{T} \sum_{(b, t)}
+        \left(\log \sum_{n} e^{f_{kbn}} - (1 - \epsilon) f_{kbt}
+        - \frac{\epsilon}{N} \sum_n f_{kbn}\right).
+
+    Duplicate positive pairs count once per occurrence. The gradient is
+    formed during the forward pass, so call ``backward`` on the result (or
+    anything linear in it) once.
 
     Args:
-        logits (Tensor): ``[L, B, N]`` logits of ``L`` layers.
-        positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with target 1.
+        queries (Tensor): ``[L, B, C]`` queries :math:`q_{kb}`.
+        entities (Tensor): ``[L, N, C]`` entity representations :math:`x_{kn}`.
+        positives (Tensor): ``[2, T]`` pairs ``(b, n)``: query ``b`` is answered by ``n``.
         layer_weights (Tensor): ``[L]`` weights :math:`\alpha_k`.
+        objective (str, optional): :obj:`"bce"` or :obj:`"softmax"`. (default: :obj:`"bce"`)
         label_smoothing (float, optional): :math:`\epsilon`. (default: :obj:`0.1`)
 
     Returns:
         A scalar tensor.
+
+    Example:
+        >>> q, x = torch.randn(1, 2, 8), torch.randn(1, 5, 8)
+        >>> positives = torch.tensor([[0, 1], [3, 4]])
+        >>> loss = one_to_n_loss(q, x, positives, torch.ones(1), "softmax", 0.0)
+        >>> logits = q[0] @ x[0].t()
+        >>> reference = torch.nn.functional.cross_entropy(logits, torch.tensor([3, 4]))
+        >>> torch.allclose(loss, reference)
+        True
     """
-    return _WeightedOneToNBCE.apply(logits, positives, layer_weights, label_smoothing)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
+    return _FusedOneToNLoss.apply(queries, entities, positives, layer_weights, objective, label_smoothing)

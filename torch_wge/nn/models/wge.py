@@ -8,9 +8,9 @@ from torch_geometric.typing import Adj
 from torch_geometric.utils import to_torch_csr_tensor
 
 from torch_wge.nn.kge import QuatEDecoder
-from torch_wge.nn.kge.loss import one_to_n_bce
+from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
-from torch_wge.utils.quaternion import check_quaternion_size
+from torch_wge.utils.quaternion import check_quaternion_size, quaternion_norm
 
 #: Encoder views of WGE and its single-view ablations: which graphs each uses.
 VIEWS = {
@@ -78,6 +78,16 @@ class WGE(torch.nn.Module):
             (default: :obj:`"quaternion"`)
         label_smoothing (float, optional): :math:`\epsilon` of the 1-N targets
             :math:`(1 - \epsilon) y + 1/N`. (default: :obj:`0.1`)
+        objective (str, optional): Training loss: :obj:`"bce"`, the 1-N
+            binary cross-entropy of the paper, or :obj:`"softmax"`, 1-vs-all
+            softmax cross-entropy over all entities
+            (see :func:`~torch_wge.nn.kge.loss.one_to_n_loss`).
+            (default: :obj:`"bce"`)
+        n3_weight (float, optional): Weight of the N3 regulariser
+            (Lacroix et al. 2018) on the input embeddings of every training
+            triple, :math:`\lambda \frac{1}{T} \sum_{(h, r, t)}
+            (\|x_h\|_3^3 + \|r\|_3^3 + \|x_t\|_3^3)` with quaternion moduli.
+            (default: :obj:`0.0`)
 
     Example:
         >>> model = WGE(num_entities=5, num_relations=2, channels=8, num_layers=1)
@@ -99,6 +109,8 @@ class WGE(torch.nn.Module):
         views: str = "two-view",
         conv: str = "quaternion",
         label_smoothing: float = 0.1,
+        objective: str = "bce",
+        n3_weight: float = 0.0,
     ):
         super().__init__()
         name = self.__class__.__name__
@@ -111,6 +123,10 @@ class WGE(torch.nn.Module):
             raise ValueError(f"'{name}' alpha0 must be in [0, 1], got {alpha0}")
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"'{name}' label_smoothing must be in [0, 1), got {label_smoothing}")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"'{name}' objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
+        if not n3_weight >= 0.0:
+            raise ValueError(f"'{name}' n3_weight must be >= 0, got {n3_weight}")
         self.num_entities = num_entities
         self.num_relations = num_relations
         self.channels = channels
@@ -118,6 +134,8 @@ class WGE(torch.nn.Module):
         self.alpha0 = alpha0
         self.views = views
         self.label_smoothing = label_smoothing
+        self.objective = objective
+        self.n3_weight = n3_weight
 
         self.entity_embedding = torch.nn.Embedding(num_entities, channels)
         self.relation_embedding = torch.nn.Embedding(2 * num_relations, channels)
@@ -186,7 +204,7 @@ class WGE(torch.nn.Module):
         r"""Each layer's decoder query for ``(heads[b], relations[b])``, ``[K + 1, B, C]``."""
         return torch.stack(
             [
-                decoder.query(x[heads], rel[relations])
+                decoder.query(x.index_select(0, heads), rel.index_select(0, relations))
                 for decoder, x, rel in zip(self.decoders, encoded.entities, encoded.relations)
             ]
         )
@@ -205,21 +223,38 @@ class WGE(torch.nn.Module):
         return queries @ encoded.candidates().t()
 
     def loss(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
-        r"""Weighted 1-N binary cross-entropy with label smoothing,
+        r"""The training loss of a batch of queries: the objective (default
+        1-N binary cross-entropy with label smoothing,
 
         .. math::
             \mathcal{L} = \sum_k \alpha_k \frac{1}{BN} \sum_{b, n}
             \mathrm{BCE}\left(\sigma(f_k(h_b, r_b, n)), (1 - \epsilon) y_{bn} + 1/N\right)
 
-        computed by :func:`~torch_wge.nn.kge.loss.one_to_n_bce` from the sparse
-        positives, without building the dense target matrix.
+        computed by :func:`~torch_wge.nn.kge.loss.one_to_n_loss` from the
+        queries and the sparse positives, without holding the logits or the
+        targets), plus the N3 term when :obj:`n3_weight > 0`.
 
         Args:
             positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with ``y_{bn} = 1``.
         """
-        return one_to_n_bce(
-            self.layer_scores(encoded, heads, relations), positives, self.layer_weights, self.label_smoothing
+        loss = one_to_n_loss(
+            self.queries(encoded, heads, relations), torch.stack(encoded.entities), positives,
+            self.layer_weights, self.objective, self.label_smoothing,
         )
+        if self.n3_weight > 0:
+            loss = loss + self.n3_weight * self.n3(encoded, heads, relations, positives)
+        return loss
+
+    @staticmethod
+    def n3(encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
+        r"""The N3 regulariser of the batch's training triples on the input
+        (layer-0) embeddings, :math:`\frac{1}{T} \sum_{(b, t)} \sum_q
+        (|x_{h_b, q}|^3 + |r_{b, q}|^3 + |x_{t, q}|^3)` over the quaternions
+        :math:`q` of each embedding; ``positives [2, T]`` as in :meth:`loss`."""
+        rows, tails = positives
+        x, rel = encoded.entities[0], encoded.relations[0]
+        cubes = [quaternion_norm(t).pow(3).sum() for t in (x[heads[rows]], rel[relations[rows]], x[tails])]
+        return sum(cubes) / max(rows.numel(), 1)
 
     def forward(
         self,

@@ -1,0 +1,77 @@
+"""The fused 1-N objectives against dense float64 autograd references."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from torch_wge.nn.kge import loss as loss_module
+from torch_wge.nn.kge.loss import one_to_n_loss
+
+WEIGHTS = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+# unsorted rows, a query with several answers, a repeated pair, a query with none (row 2)
+POSITIVES = torch.tensor([[3, 0, 0, 1, 3, 4, 4], [0, 1, 5, 2, 4, 3, 3]])
+
+
+def reference_bce(queries, entities, positives, weights, eps):
+    num_entities = entities.size(1)
+    targets = torch.zeros(queries.size(1), num_entities, dtype=torch.float64)
+    targets.index_put_((positives[0], positives[1]), torch.ones(positives.size(1), dtype=torch.float64), accumulate=True)
+    targets = (1 - eps) * targets + 1.0 / num_entities
+    return sum(
+        w * F.binary_cross_entropy_with_logits(queries[k] @ entities[k].t(), targets) for k, w in enumerate(weights)
+    )
+
+
+def reference_softmax(queries, entities, positives, weights, eps):
+    total = 0.0
+    for k, w in enumerate(weights):
+        log_probs = torch.log_softmax(queries[k] @ entities[k].t(), dim=-1)
+        per_pair = [
+            -(1 - eps) * log_probs[b, t] - eps * log_probs[b].mean() for b, t in positives.t().tolist()
+        ]
+        total = total + w * sum(per_pair) / len(per_pair)
+    return total
+
+
+@pytest.mark.parametrize("chunk_elements", [1 << 19, 12, 6])  # one chunk; chunks of 2 rows; of 1 row
+@pytest.mark.parametrize("objective, reference", [("bce", reference_bce), ("softmax", reference_softmax)])
+def test_loss_and_gradients_equal_dense_reference(monkeypatch, chunk_elements, objective, reference):
+    monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", chunk_elements)
+    torch.manual_seed(0)
+    queries = torch.randn(3, 5, 8, dtype=torch.float64, requires_grad=True)
+    entities = torch.randn(3, 6, 8, dtype=torch.float64, requires_grad=True)
+    loss = one_to_n_loss(queries, entities, POSITIVES, WEIGHTS, objective, 0.2)
+    grads = torch.autograd.grad(3.0 * loss, (queries, entities))
+
+    expected = reference(queries, entities, POSITIVES, WEIGHTS, 0.2)
+    expected_grads = torch.autograd.grad(3.0 * expected, (queries, entities))
+    assert torch.allclose(loss, expected, atol=1e-12)
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert torch.allclose(grad, expected_grad, atol=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["bce", "softmax"])
+def test_gradcheck(objective):
+    torch.manual_seed(1)
+    queries = torch.randn(2, 4, 4, dtype=torch.float64, requires_grad=True)
+    entities = torch.randn(2, 6, 4, dtype=torch.float64, requires_grad=True)
+    positives = POSITIVES[:, :4].clamp(max=3)
+    weights = WEIGHTS[:2]
+    assert torch.autograd.gradcheck(
+        lambda q, x: one_to_n_loss(q, x, positives, weights, objective, 0.1), (queries, entities)
+    )
+
+
+def test_softmax_without_smoothing_is_cross_entropy_per_triple():
+    torch.manual_seed(2)
+    queries, entities = torch.randn(1, 3, 4, dtype=torch.float64), torch.randn(1, 7, 4, dtype=torch.float64)
+    positives = torch.tensor([[0, 0, 2], [1, 6, 3]])
+    loss = one_to_n_loss(queries, entities, positives, torch.ones(1, dtype=torch.float64), "softmax", 0.0)
+    logits = queries[0] @ entities[0].t()
+    expected = F.cross_entropy(logits[positives[0]], positives[1])
+    assert torch.allclose(loss, expected, atol=1e-12)
+
+
+def test_unknown_objective():
+    with pytest.raises(ValueError, match="objective must be one of"):
+        one_to_n_loss(torch.zeros(1, 1, 4), torch.zeros(1, 2, 4), torch.zeros(2, 0, dtype=torch.long),
+                      torch.ones(1), "margin")
