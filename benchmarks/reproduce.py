@@ -58,9 +58,12 @@ def main():
     parser.add_argument("--list", action="store_true", help="list the rows and their settings")
     parser.add_argument("--table", nargs="+", type=Path, metavar="RECORD",
                         help="print a markdown table of these records (or run folders) and exit")
-    parser.add_argument("--epochs", type=int, default=3000)
-    parser.add_argument("--lr", type=float, default=None, help="default: 5e-4 (the paper's CoDEx-S/M setting)")
-    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--recipe", default="paper", help="training recipe of TrainConfig (default: paper)")
+    parser.add_argument("--objective", default=None, help="training loss (default: the recipe's)")
+    parser.add_argument("--epochs", type=int, default=None, help="default: the recipe's (paper: 3000)")
+    parser.add_argument("--lr", type=float, default=None, help="default: the recipe's (paper: 5e-4, 1e-4 on CoDEx-L)")
+    parser.add_argument("--eval-every", type=int, default=None, help="default: the recipe's (10)")
+    parser.add_argument("--time-limit", type=float, default=None, help="minutes of training and validation")
     parser.add_argument("--root", default="data")
     parser.add_argument("--out", default="runs/reproduce")
     parser.add_argument("--resume", action="store_true")
@@ -85,12 +88,9 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = {"dataset": "codex-s", **ROWS[args.row]}
-    if args.lr is not None:
-        settings["lr"] = args.lr
-    elif settings["dataset"] == "codex-l":
-        settings["lr"] = 1e-4
-    config = TrainConfig(root=args.root, epochs=args.epochs, eval_every=args.eval_every, seed=args.seed,
-                         patience=args.patience, **settings)
+    config = TrainConfig(root=args.root, recipe=args.recipe, objective=args.objective, epochs=args.epochs,
+                         lr=args.lr, eval_every=args.eval_every, seed=args.seed, patience=args.patience,
+                         time_limit=args.time_limit, **settings)
     out = Path(args.out) / args.row
     if args.finish:  # train no further: the run ends at the epoch of its last checkpoint
         config = dataclasses.replace(config, epochs=load_checkpoint(out / "last.pt", map_location="cpu")["epoch"])

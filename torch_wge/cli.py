@@ -12,8 +12,6 @@ import typing
 from pathlib import Path
 from typing import List, Optional
 
-import torch
-
 from torch_wge.training.config import CHOICES, RECIPES, TrainConfig
 
 CONFIG_HELP = {
@@ -123,7 +121,10 @@ def add_data_override(parser: argparse.ArgumentParser) -> None:
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for PyTorch (default: PyTorch's choice)")
+    parser.add_argument(
+        "--threads", type=int, default=None,
+        help="CPU threads for PyTorch (default: the cores not busy with other processes, at most PyTorch's default)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
@@ -204,12 +205,15 @@ COMMANDS = {"train": run_train, "evaluate": run_evaluate, "predict": run_predict
 
 def main(argv: Optional[List[str]] = None) -> int:
     from torch_wge.training import CheckpointError
+    from torch_wge.training.threads import set_threads
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "threads", None):
-        torch.set_num_threads(args.threads)
     try:
+        if "threads" in args:
+            threads = set_threads(args.threads)
+            if args.command == "train" and not args.no_progress:
+                print(f"torch-wge: {threads} CPU thread(s) (--threads to change)", file=sys.stderr)
         COMMANDS[args.command](args)
     except (CliError, CheckpointError, ValueError, FileExistsError, FileNotFoundError, KeyError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error

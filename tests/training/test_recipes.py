@@ -1,0 +1,86 @@
+"""Training recipes, the learning-rate schedule and the time limit."""
+import json
+import math
+
+import pytest
+import torch_geometric.transforms as T
+
+from torch_wge.testing import random_kg
+from torch_wge.training import RECIPES, TrainConfig, Trainer
+from torch_wge.training import trainer as trainer_module
+from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+
+
+@pytest.fixture(scope="module")
+def data():
+    kg = random_kg(40, 4, 400, seed=5)
+    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
+
+
+def small(**kwargs):
+    return TrainConfig(**{**dict(dataset="random", channels=16, batch_size=64, seed=3), **kwargs})
+
+
+def log_records(folder):
+    return [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+
+
+def test_paper_recipe_is_the_papers_setting():
+    config = TrainConfig(recipe="paper")
+    # WGE research code, CoDEx-S: Adam 5e-4 constant, batch 1024, 1-N BCE with label smoothing 0.1,
+    # dropout 0.5, gradient clipping 0.5, 3000 epochs, validation every 10; K = 2, 256 channels
+    assert (config.lr, config.schedule, config.epochs, config.batch_size) == (5e-4, "constant", 3000, 1024)
+    assert (config.objective, config.label_smoothing, config.dropout, config.grad_clip) == ("bce", 0.1, 0.5, 0.5)
+    assert (config.n3, config.eval_every, config.num_layers, config.channels) == (0.0, 10, 2, 256)
+    assert (config.alpha0, config.beta, config.relation_edges) == (0.9, 0.2, False)
+    assert all(config.learning_rate(epoch) == 5e-4 for epoch in (0, 1, 1499, 2999))
+    assert TrainConfig(recipe="paper", dataset="codex-l").lr == 1e-4  # the research code's CoDEx-L rate
+
+
+def test_explicit_values_override_the_recipe():
+    config = TrainConfig(recipe="fast", lr=1e-3, epochs=40)
+    assert (config.lr, config.epochs) == (1e-3, 40)
+    assert config.schedule == RECIPES["fast"]["schedule"] == "cosine"
+    again = TrainConfig.from_dict(config.to_dict())  # a saved config comes back unchanged
+    assert again == config
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        TrainConfig(recipe="slow")
+
+
+def test_cosine_schedule_values():
+    config = TrainConfig(recipe="fast", lr=0.01, epochs=14, warmup_epochs=4)
+    expected = [0.0025, 0.005, 0.0075, 0.01]  # linear warm-up
+    expected += [0.005 * (1 + math.cos(math.pi * step / 10)) for step in range(10)]  # cosine over 10 epochs
+    assert [config.learning_rate(epoch) for epoch in range(14)] == pytest.approx(expected, abs=1e-15)
+    assert config.learning_rate(9) == pytest.approx(0.005)  # half-way through the decay
+    assert config.learning_rate(20) == 0.0  # past the planned epochs (a resumed longer run) stays at zero
+
+
+def test_trainer_applies_the_schedule(data, tmp_path):
+    config = small(recipe="fast", lr=0.02, epochs=5, warmup_epochs=2, eval_every=5)
+    trainer = Trainer(config, data, tmp_path, progress=False)
+    trainer.fit()
+    logged = [r["lr"] for r in log_records(tmp_path) if r["event"] == "epoch"]
+    # warm-up 0.01, 0.02; cosine over 3 epochs: 0.02 (1 + cos(k pi / 3)) / 2 for k = 0, 1, 2
+    assert logged == pytest.approx([0.01, 0.02, 0.02, 0.015, 0.005])
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.005)
+
+
+def test_time_limit_stops_validates_and_evaluates_and_the_run_resumes(data, tmp_path, monkeypatch):
+    clock = iter(range(0, 10**6, 20))  # every reading of the clock is 20 s after the previous one
+    monkeypatch.setattr(trainer_module.time, "perf_counter", lambda: float(next(clock)))
+    config = small(recipe="paper", lr=0.01, epochs=50, eval_every=100, time_limit=1.0)
+    result = Trainer(config, data, tmp_path, progress=False).fit()
+
+    records = log_records(tmp_path)
+    epochs = [r for r in records if r["event"] == "epoch"]
+    stopped = epochs[-1]["epoch"]
+    assert stopped < 50
+    assert epochs[-2]["wall_seconds"] < 60.0 <= [r for r in records if r["event"] == "eval"][-1]["wall_seconds"]
+    assert [r["epoch"] for r in records if r["event"] == "eval"] == [stopped]  # validated where it stopped
+    assert result["epochs_trained"] == stopped and result["best_epoch"] == stopped
+    assert result["test"]["metrics"]["both"]["mrr"] > 0
+
+    resumed = Trainer(small(recipe="paper", lr=0.01, epochs=stopped + 2, eval_every=100), data, tmp_path,
+                      progress=False).fit(resume=True)
+    assert resumed["epochs_trained"] == stopped + 2
