@@ -14,7 +14,12 @@ figures do not mix):
   ``RankBasedEvaluator`` (run with ``--pykeen-python``, by default the first
   of this interpreter and ``/work/venv-bench/bin/python`` that imports pykeen);
 - ``matmul``: dense float32 matmul GFLOP/s of the shapes one WGE epoch
-  multiplies, and of a big square product.
+  multiplies, and of a big square product;
+- ``wge@baseline``, ``quate@baseline`` (with ``--baseline DIR``): ``wge`` and
+  ``quate`` again with the ``torch_wge`` of another checkout (an earlier
+  commit, e.g. made with ``git worktree add DIR COMMIT``), measured in the
+  same run, so that the speed-up over it is a ratio of one machine and one
+  session. Each baseline configuration runs right before its current one.
 
 Reported per configuration: seconds per training epoch (median of
 ``--epochs-timed`` epochs after one warm-up epoch; with ``--max-batches n``
@@ -62,6 +67,8 @@ LABELS = {
     "quate": "torch_wge QuatE",
     "naive": "naive WGE",
     "pykeen": "PyKEEN QuatE",
+    "wge@baseline": "baseline WGE",
+    "quate@baseline": "baseline QuatE",
 }
 
 
@@ -77,11 +84,11 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def git_state() -> Dict[str, Any]:
-    """Commit of the checkout and the library files that differ from it (what was measured)."""
+def git_state(checkout: Path = HERE.parent) -> Dict[str, Any]:
+    """Commit of a checkout and the library files that differ from it (what was measured)."""
     def git(*cmd):
         try:
-            return subprocess.run(["git", *cmd], cwd=HERE.parent, capture_output=True, text=True).stdout.rstrip()
+            return subprocess.run(["git", *cmd], cwd=checkout, capture_output=True, text=True).stdout.rstrip()
         except OSError:
             return ""
     return {"commit": git("rev-parse", "--short", "HEAD"),
@@ -492,8 +499,10 @@ def pykeen_python(args) -> Optional[str]:
     return None
 
 
-def worker_env(args) -> Dict[str, str]:
+def worker_env(args, pythonpath: Optional[str] = None) -> Dict[str, str]:
     env = dict(os.environ)
+    if pythonpath:  # the torch_wge of another checkout
+        env["PYTHONPATH"] = os.pathsep.join([pythonpath, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     # importing pykeen creates its data folder under $HOME unless told otherwise
     env.setdefault("PYSTOW_HOME", os.path.join(args.tmp, "pystow"))
     env.setdefault("PYKEEN_HOME", os.path.join(args.tmp, "pystow", "pykeen"))
@@ -502,16 +511,18 @@ def worker_env(args) -> Dict[str, str]:
     return env
 
 
-def run_worker(args, kind: str, python: str = sys.executable, extra: Optional[List[str]] = None) -> Dict[str, Any]:
+def run_worker(args, kind: str, python: str = sys.executable, extra: Optional[List[str]] = None,
+               pythonpath: Optional[str] = None) -> Dict[str, Any]:
     cmd = [python, str(Path(__file__).resolve()), "--worker", kind, "--dataset", args.dataset, "--root", args.root,
            "--device", args.device, "--threads", str(args.threads), "--epochs-timed", str(args.epochs_timed),
            "--eval-repeats", str(args.eval_repeats), "--eval-repeats-pykeen", str(args.eval_repeats_pykeen),
            "--batch-size", str(args.batch_size), "--eval-batch-size", str(args.eval_batch_size),
            "--channels", str(args.channels), "--layers", str(0 if kind in ("quate", "pykeen") else args.layers),
            "--tmp", args.tmp] + (extra or [])
-    print(f"[{kind}] running ...", file=sys.stderr, flush=True)
+    label = f"{kind}@baseline" if pythonpath else kind
+    print(f"[{label}] running ...", file=sys.stderr, flush=True)
     tic = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(args))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(args, pythonpath))
     if proc.returncode != 0:
         print(proc.stderr[-4000:], file=sys.stderr)
         return {"error": f"worker {kind} failed with exit code {proc.returncode}: "
@@ -519,7 +530,7 @@ def run_worker(args, kind: str, python: str = sys.executable, extra: Optional[Li
     if kind == "profile":
         print(proc.stderr, file=sys.stderr)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"[{kind}] done in {time.perf_counter() - tic:.1f} s", file=sys.stderr, flush=True)
+    print(f"[{label}] done in {time.perf_counter() - tic:.1f} s", file=sys.stderr, flush=True)
     return out
 
 
@@ -591,6 +602,8 @@ def main() -> None:
     parser.add_argument("--pykeen-python", default=None,
                         help="interpreter with pykeen and torch_wge installed (default: this one, else "
                              f"{BENCH_PYTHON})")
+    parser.add_argument("--baseline", default=None, metavar="DIR",
+                        help="another checkout whose torch_wge also runs wge and quate, for a same-run speed-up")
     parser.add_argument("--json", default=None, help="write all results to this JSON file")
     parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
@@ -637,6 +650,7 @@ def main() -> None:
                         "threads": args.threads or torch.get_num_threads(), "torch": torch.__version__,
                         "python": platform.python_version()},
             "git": git_state(),
+            **({"baseline_git": git_state(Path(args.baseline))} if args.baseline else {}),
             "sizes": sizes,
         }
         print(f"{args.dataset}: {n} entities, {r} relations, {splits['train']} train / {splits['valid']} valid / "
@@ -658,6 +672,8 @@ def main() -> None:
                     extra += ["--naive-eval-triples", str(args.naive_eval_triples)]
                     if args.naive_epochs_timed is not None:
                         extra += ["--epochs-timed", str(args.naive_epochs_timed)]
+                if args.baseline and kind != "naive":
+                    results[f"{kind}@baseline"] = run_worker(args, kind, extra=extra, pythonpath=args.baseline)
                 results[kind] = run_worker(args, kind, extra=extra)
         if "pykeen" in wanted:
             python = pykeen_python(args)
@@ -685,7 +701,8 @@ def main() -> None:
     floors: Dict[str, Dict[str, float]] = {}
     g = results.get("matmul", {}).get("gflops")
     if g:
-        for kind, layers in (("wge", k), ("quate", 0), ("naive", k), ("pykeen", 0)):
+        for kind, layers in (("wge", k), ("quate", 0), ("naive", k), ("pykeen", 0), ("wge@baseline", k),
+                             ("quate@baseline", 0)):
             floors[kind] = {"epoch_floor_s": floor_seconds(g, n, r, c, layers, queries, batches),
                             "epoch_floor_square_s": flop_counts(n, r, c, layers, queries, batches, 0)["epoch"]
                             / (g["square 2048^3"] * 1e9),
@@ -697,7 +714,7 @@ def main() -> None:
         value = results.get(kind, {}).get(key)
         return value if isinstance(value, (int, float)) else None
 
-    for slow, fast in (("pykeen", "quate"), ("naive", "wge")):
+    for slow, fast in (("pykeen", "quate"), ("naive", "wge"), ("wge@baseline", "wge"), ("quate@baseline", "quate")):
         for key in ("epoch_s", "test_eval_s", "valid_eval_s", "peak_rss_mb"):
             a, b = get(slow, key), get(fast, key)
             if a is not None and b is not None and b > 0:
@@ -722,7 +739,7 @@ def main() -> None:
     header = (f"{'configuration':<17} {'epoch s':>9} {'floor s':>8} {'x floor':>8} {'valid s':>8} {'test s':>8} "
               f"{'test floor':>10} {'peak MB':>8}  notes")
     lines += ["", header, "-" * len(header)]
-    for kind in ("wge", "quate", "naive", "pykeen"):
+    for kind in ("wge@baseline", "wge", "quate@baseline", "quate", "naive", "pykeen"):
         res = results.get(kind)
         if res is None:
             continue

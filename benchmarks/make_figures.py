@@ -1,6 +1,8 @@
 """Figures from run folders (matplotlib required: ``pip install -e ".[plot]"``).
 
     # validation MRR against epochs and against wall time, one line per run
+    # (time to accuracy: the paper's recipe beside the fast one, on log axes)
+    python benchmarks/make_figures.py curves benchmarks/records/codex-s/wge benchmarks/records/fast/codex-s/wge --log-x --out benchmarks/figures/codex-s-time-to-accuracy.png
     python benchmarks/make_figures.py curves runs/codex-s-wge runs/reproduce/codex-s/quate --out benchmarks/figures/codex-s-curves.png
     # per-relation MRR, head and tail prediction, for the 10 most frequent relations (WGE beside QuatE);
     # (a run stopped early is first closed with `python benchmarks/reproduce.py ROW --finish`)
@@ -28,10 +30,12 @@ def read_log(run: Path):
 def label_of(run: Path) -> str:
     config = json.loads((run / "config.json").read_text())
     model = "QuatE" if config["num_layers"] == 0 else f"WGE ({config['views']}, {config['conv']})"
-    return f"{config['dataset']} {model}, lr {config['lr']:g}"
+    recipe = config.get("recipe", "paper")  # runs from before recipes existed used the paper's
+    objective = config.get("objective", "bce")
+    return f"{config['dataset']} {model}, {recipe} recipe, {objective}, lr {config['lr']:g}"
 
 
-def curves(runs, out):
+def curves(runs, out, log_x=False):
     fig, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(11, 4))
     for run in runs:
         evals = [r for r in read_log(run) if r["event"] == "eval"]
@@ -42,6 +46,8 @@ def curves(runs, out):
         ax.set_xlabel(xlabel)
         ax.set_ylabel("validation MRR (filtered)")
         ax.grid(alpha=0.3)
+        if log_x:
+            ax.set_xscale("log")
     by_epoch.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
@@ -99,10 +105,11 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--split", default="valid", choices=["valid", "test"])
     parser.add_argument("--setting", default="beta")
+    parser.add_argument("--log-x", action="store_true", help="curves: logarithmic epoch and time axes")
     args = parser.parse_args()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if args.kind == "curves":
-        curves(args.runs, args.out)
+        curves(args.runs, args.out, args.log_x)
     elif args.kind == "relations":
         relations(args.runs, args.split, args.out)
     else:
