@@ -43,9 +43,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict
 
+from bench_speed import Clock, cpu_model, git_state, limit_batches, memory_report, rss_mb
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_speed import BENCH_PYTHON, Clock, cpu_model, git_state, limit_batches, memory_report, rss_mb  # noqa: E402
 
 
 def synthetic_kg(num_entities: int, num_relations: int = 50, per_entity: float = 16.0, eval_fraction: float = 0.05,
@@ -295,13 +295,8 @@ def main() -> None:
         try:
             plot(record, args.plot)
         except ImportError:
-            if BENCH_PYTHON.exists():
-                with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-                    json.dump(record, f)
-                subprocess.run([str(BENCH_PYTHON), __file__, "--plot-only", f.name, "--plot", args.plot], check=True)
-                os.unlink(f.name)
-            else:
-                print("matplotlib is not importable: no plot", file=sys.stderr)
+            print("matplotlib is not importable (pip install -e \".[plot]\"); no plot; "
+                  f"draw it later with --plot-only {args.json or 'RECORD.json'} --plot {args.plot}", file=sys.stderr)
 
 
 if __name__ == "__main__":

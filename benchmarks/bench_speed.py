@@ -11,8 +11,8 @@ figures do not mix):
   adjacency, dense targets, autograd BCE, one query at a time in evaluation);
 - ``pykeen``: PyKEEN's ``QuatE`` (64 quaternions = 256 real dims), LCWA
   (1-N) training with BCE-with-logits and label smoothing 0.1, filtered
-  ``RankBasedEvaluator`` (run with ``--pykeen-python``, by default the first
-  of this interpreter and ``/work/venv-bench/bin/python`` that imports pykeen);
+  ``RankBasedEvaluator`` (run with ``--pykeen-python``, by default this
+  interpreter when it imports pykeen);
 - ``matmul``: dense float32 matmul GFLOP/s of the shapes one WGE epoch
   multiplies, and of a big square product;
 - ``wge@baseline``, ``quate@baseline`` (with ``--baseline DIR``): ``wge`` and
@@ -60,7 +60,6 @@ from rss import peak_rss_mb, rss_mb
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent / ".." / "shared" / "datasets"
-BENCH_PYTHON = Path("/work/venv-bench/bin/python")
 CONFIGS = ("matmul", "wge", "quate", "naive", "pykeen")
 LABELS = {
     "wge": "torch_wge WGE",
@@ -319,7 +318,6 @@ def worker_profile(args) -> Dict[str, Any]:
 
 def worker_naive(args) -> Dict[str, Any]:
     torch = setup_torch(args)
-    sys.path.insert(0, str(HERE))
     from naive_wge import NaiveWGE, answer_sets, evaluate, train_epoch
 
     from torch_wge.training.data import split_triples
@@ -489,14 +487,10 @@ WORKERS = {"matmul": worker_matmul, "wge": worker_torch_wge, "quate": worker_tor
 
 # -------------------------------------------------------------------- parent
 def pykeen_python(args) -> Optional[str]:
-    candidates = [args.pykeen_python] if args.pykeen_python else [sys.executable, str(BENCH_PYTHON)]
-    for python in candidates:
-        if python and Path(python).exists():
-            ok = subprocess.run([python, "-c", "import pykeen, torch_wge"], capture_output=True,
-                                env=worker_env(args)).returncode == 0
-            if ok:
-                return python
-    return None
+    python = args.pykeen_python or sys.executable
+    ok = Path(python).exists() and subprocess.run(
+        [python, "-c", "import pykeen, torch_wge"], capture_output=True, env=worker_env(args)).returncode == 0
+    return python if ok else None
 
 
 def worker_env(args, pythonpath: Optional[str] = None) -> Dict[str, str]:
@@ -600,8 +594,7 @@ def main() -> None:
     parser.add_argument("--profile-rows", type=int, default=25)
     parser.add_argument("--profile-shapes", action="store_true", help="group the profile by input shapes")
     parser.add_argument("--pykeen-python", default=None,
-                        help="interpreter with pykeen and torch_wge installed (default: this one, else "
-                             f"{BENCH_PYTHON})")
+                        help="interpreter with pykeen and torch_wge installed (default: this one)")
     parser.add_argument("--baseline", default=None, metavar="DIR",
                         help="another checkout whose torch_wge also runs wge and quate, for a same-run speed-up")
     parser.add_argument("--json", default=None, help="write all results to this JSON file")
@@ -678,7 +671,7 @@ def main() -> None:
         if "pykeen" in wanted:
             python = pykeen_python(args)
             if python is None:
-                tried = args.pykeen_python or f"{sys.executable} and {BENCH_PYTHON}"
+                tried = args.pykeen_python or sys.executable
                 msg = (f"pykeen is not importable (tried {tried}); skipped. "
                        "Install it in a separate venv, see benchmarks/README.md")
                 print(msg, file=sys.stderr)
