@@ -28,6 +28,7 @@ CONFIG_HELP = {
     "dropout": "dropout on each decoder's query",
     "grad_clip": "gradient-norm clipping threshold (0: off)",
     "n3": "weight of the N3 regulariser on the embeddings of each batch's triples (0: off)",
+    "relation_prediction": "weight of relation prediction as an auxiliary objective (0: off)",
     "eval_every": "validate every this many epochs",
     "channels": "real size of every embedding, a multiple of 4",
     "num_layers": "encoder layers K (0: plain QuatE)",

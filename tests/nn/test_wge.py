@@ -6,6 +6,7 @@ import torch_geometric.transforms as T
 from torch_wge.nn import WGE, QuatEDecoder
 from torch_wge.testing import random_kg
 from torch_wge.transforms import EntityFocusedTransform, LeviGraphTransform, RelationFocusedTransform
+from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +112,24 @@ def test_n3_term_is_the_sum_of_cubed_quaternion_moduli(data):
         for b, t in positives.t().tolist()
     ) / 3
     assert abs(float(difference) - 0.25 * expected) < 1e-9
+
+
+def test_relation_prediction_loss_is_softmax_over_all_relations_of_the_quate_score(data):
+    model = make(data, num_layers=1, relation_prediction_weight=1.0)
+    encoded = model.encode(**model.graph_inputs(data))
+    heads, relations = torch.tensor([0, 1, 2]), torch.tensor([0, 4, 1])
+    positives = torch.tensor([[0, 1, 1, 2], [4, 9, 7, 1]])
+    loss = model.relation_prediction_loss(encoded, heads, relations, positives)
+
+    expected = 0.0
+    for k, weight in enumerate([0.9, 0.1]):
+        x, rel = encoded.entities[k].detach(), encoded.relations[k].detach()
+        per_triple = []
+        for b, t in positives.t().tolist():
+            scores = torch.stack([  # (h ⊗ r̂) • t for every relation, written with the product on the left
+                (hamilton_product(x[heads[b]], normalize_quaternion(rel[r])) * x[t]).sum()
+                for r in range(rel.size(0))
+            ])
+            per_triple.append(-torch.log_softmax(scores, dim=0)[relations[b]])
+        expected += weight * torch.stack(per_triple).mean()
+    assert torch.allclose(loss, expected, atol=1e-10)

@@ -4,6 +4,7 @@ import torch
 from torch_wge.utils.quaternion import (
     hamilton_product,
     normalize_quaternion,
+    quaternion_conjugate,
     quaternion_inner,
     quaternion_matrix,
     quaternion_norm,
@@ -104,3 +105,14 @@ def test_size_not_divisible_by_four(fn):
 def test_quaternion_matrix_rejects_bad_shape():
     with pytest.raises(ValueError, match=r"\[4, n_in, n_out\]"):
         quaternion_matrix(torch.randn(3, 2, 2))
+
+
+def test_conjugate_moves_the_relation_across_the_inner_product():
+    torch.manual_seed(4)
+    h, r, t = (torch.randn(5, 12, dtype=torch.float64) for _ in range(3))
+    conjugate = quaternion_conjugate(h)
+    assert torch.equal(conjugate[:, :3], h[:, :3]) and torch.equal(conjugate[:, 3:], -h[:, 3:])
+    # (h ⊗ r) • t = r • (conj(h) ⊗ t)
+    left = (hamilton_product(h, r) * t).sum(-1)
+    right = (r * hamilton_product(conjugate, t)).sum(-1)
+    assert torch.allclose(left, right, atol=1e-12)

@@ -23,11 +23,11 @@ CHOICES = {
 RECIPES: Dict[str, Dict[str, Any]] = {
     "paper": dict(
         epochs=3000, batch_size=1024, lr=5e-4, schedule="constant", warmup_epochs=0, objective="bce",
-        label_smoothing=0.1, dropout=0.5, grad_clip=0.5, n3=0.0, eval_every=10,
+        label_smoothing=0.1, dropout=0.5, grad_clip=0.5, n3=0.0, relation_prediction=0.0, eval_every=10,
     ),
     "fast": dict(
         epochs=300, batch_size=1024, lr=5e-3, schedule="cosine", warmup_epochs=10, objective="bce",
-        label_smoothing=0.1, dropout=0.5, grad_clip=0.5, n3=0.0, eval_every=10,
+        label_smoothing=0.1, dropout=0.5, grad_clip=0.5, n3=0.0, relation_prediction=0.0, eval_every=10,
     ),
 }
 
@@ -70,6 +70,7 @@ class TrainConfig:
     dropout: Optional[float] = None
     grad_clip: Optional[float] = None
     n3: Optional[float] = None
+    relation_prediction: Optional[float] = None
     eval_every: Optional[int] = None
     channels: int = 256
     num_layers: int = 2
@@ -110,6 +111,8 @@ class TrainConfig:
             (0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
             (0.0 <= self.label_smoothing < 1.0, f"label smoothing must be in [0, 1), got {self.label_smoothing}"),
             (0.0 <= self.n3 < math.inf, f"n3 must be >= 0 and finite, got {self.n3}"),
+            (0.0 <= self.relation_prediction < math.inf,
+             f"relation prediction weight must be >= 0 and finite, got {self.relation_prediction}"),
             (0.0 <= self.grad_clip < math.inf, f"grad clip must be >= 0 and finite (0: off), got {self.grad_clip}"),
             (self.eval_every > 0, f"eval_every must be positive, got {self.eval_every}"),
             (self.patience is None or self.patience > 0, f"patience must be positive, got {self.patience}"),

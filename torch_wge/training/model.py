@@ -28,4 +28,5 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
         label_smoothing=config.label_smoothing,
         objective=config.objective,
         n3_weight=config.n3,
+        relation_prediction_weight=config.relation_prediction,
     )

@@ -80,6 +80,18 @@ def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
     )
 
 
+def quaternion_conjugate(q: Tensor) -> Tensor:
+    r"""Conjugate :math:`\bar{q} = q_r - q_i \mathsf{i} - q_j \mathsf{j} - q_k \mathsf{k}`
+    of each quaternion. With it the score of a relation moves to one side of
+    the inner product: :math:`(\mathbf{h} \otimes \mathbf{r}) \bullet \mathbf{t}
+    = \mathbf{r} \bullet (\bar{\mathbf{h}} \otimes \mathbf{t})`.
+
+    Shapes: ``q [..., 4n]`` gives ``[..., 4n]``.
+    """
+    n = check_quaternion_size(q.size(-1), "last dimension")
+    return torch.cat([q[..., :n], -q[..., n:]], dim=-1)
+
+
 def quaternion_norm(q: Tensor) -> Tensor:
     r"""Norm of each quaternion, :math:`\|q\| = \sqrt{q_r^2+q_i^2+q_j^2+q_k^2}`.
 

@@ -10,7 +10,9 @@ from torch_geometric.utils import to_torch_csr_tensor
 from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
-from torch_wge.utils.quaternion import check_quaternion_size, quaternion_norm
+from torch_wge.utils.quaternion import (
+    check_quaternion_size, hamilton_product, normalize_quaternion, quaternion_conjugate, quaternion_norm,
+)
 
 #: Encoder views of WGE and its single-view ablations: which graphs each uses.
 VIEWS = {
@@ -88,6 +90,11 @@ class WGE(torch.nn.Module):
             triple, :math:`\lambda \frac{1}{T} \sum_{(h, r, t)}
             (\|x_h\|_3^3 + \|r\|_3^3 + \|x_t\|_3^3)` with quaternion moduli.
             (default: :obj:`0.0`)
+        relation_prediction_weight (float, optional): Weight of relation
+            prediction as an auxiliary objective (Chen et al. 2021): each
+            training triple's relation is predicted among all :math:`2R`
+            with a softmax over the QuatE scores of every layer
+            (:meth:`relation_prediction_loss`). (default: :obj:`0.0`)
 
     Example:
         >>> model = WGE(num_entities=5, num_relations=2, channels=8, num_layers=1)
@@ -111,6 +118,7 @@ class WGE(torch.nn.Module):
         label_smoothing: float = 0.1,
         objective: str = "bce",
         n3_weight: float = 0.0,
+        relation_prediction_weight: float = 0.0,
     ):
         super().__init__()
         name = self.__class__.__name__
@@ -125,8 +133,9 @@ class WGE(torch.nn.Module):
             raise ValueError(f"'{name}' label_smoothing must be in [0, 1), got {label_smoothing}")
         if objective not in OBJECTIVES:
             raise ValueError(f"'{name}' objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
-        if not n3_weight >= 0.0:
-            raise ValueError(f"'{name}' n3_weight must be >= 0, got {n3_weight}")
+        for weight_name, weight in (("n3_weight", n3_weight), ("relation_prediction_weight", relation_prediction_weight)):
+            if not weight >= 0.0:
+                raise ValueError(f"'{name}' {weight_name} must be >= 0, got {weight}")
         self.num_entities = num_entities
         self.num_relations = num_relations
         self.channels = channels
@@ -136,6 +145,7 @@ class WGE(torch.nn.Module):
         self.label_smoothing = label_smoothing
         self.objective = objective
         self.n3_weight = n3_weight
+        self.relation_prediction_weight = relation_prediction_weight
 
         self.entity_embedding = torch.nn.Embedding(num_entities, channels)
         self.relation_embedding = torch.nn.Embedding(2 * num_relations, channels)
@@ -232,7 +242,8 @@ class WGE(torch.nn.Module):
 
         computed by :func:`~torch_wge.nn.kge.loss.one_to_n_loss` from the
         queries and the sparse positives, without holding the logits or the
-        targets), plus the N3 term when :obj:`n3_weight > 0`.
+        targets), plus the N3 term when :obj:`n3_weight > 0` and the
+        relation-prediction term when :obj:`relation_prediction_weight > 0`.
 
         Args:
             positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with ``y_{bn} = 1``.
@@ -243,7 +254,35 @@ class WGE(torch.nn.Module):
         )
         if self.n3_weight > 0:
             loss = loss + self.n3_weight * self.n3(encoded, heads, relations, positives)
+        if self.relation_prediction_weight > 0:
+            loss = loss + self.relation_prediction_weight * self.relation_prediction_loss(
+                encoded, heads, relations, positives
+            )
         return loss
+
+    def relation_prediction_loss(
+        self, encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor
+    ) -> Tensor:
+        r"""Relation prediction for the batch's training triples
+        :math:`(h_b, r_b, t)`, ``positives [2, T]`` as in :meth:`loss`:
+
+        .. math::
+            \sum_k \frac{\alpha_k}{T} \sum_{(b, t)} -\log
+            \frac{\exp g_k(h_b, r_b, t)}{\sum_{r'} \exp g_k(h_b, r', t)},
+            \qquad g_k(h, r, t) = (\mathbf{x}^k_h \otimes \mathbf{r}^{k\triangleleft})
+            \bullet \mathbf{x}^k_t
+            = \mathbf{r}^{k\triangleleft} \bullet (\bar{\mathbf{x}}^k_h \otimes \mathbf{x}^k_t)
+
+        over all :math:`2R` relations :math:`r'`: the QuatE score of layer
+        :math:`k` without the decoder's batch norm and dropout, so that all
+        relations are scored with one matmul ``[T, C] @ [C, 2R]``."""
+        rows, tails = positives
+        total = 0.0
+        for weight, x, rel in zip(self.layer_weights.tolist(), encoded.entities, encoded.relations):
+            pair = hamilton_product(quaternion_conjugate(x.index_select(0, heads[rows])), x.index_select(0, tails))
+            logits = pair @ normalize_quaternion(rel).t()  # [T, 2R]
+            total = total + weight * torch.nn.functional.cross_entropy(logits, relations[rows])
+        return total
 
     @staticmethod
     def n3(encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
