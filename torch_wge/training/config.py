@@ -18,15 +18,16 @@ CHOICES = {
 #:   numbers were obtained: Adam at a constant 5e-4 (1e-4 on CoDEx-L), batch
 #:   1024, 1-N BCE with label smoothing 0.1, dropout 0.5, clipping 0.5,
 #:   3000 epochs, validation every 10.
-#: - ``"fast"``: the same model trained with a 10x larger peak learning rate,
-#:   a linear warm-up and a cosine decay to zero over far fewer epochs.
+#: - ``"fast"``: the same model trained with 1-vs-all softmax cross-entropy
+#:   instead of 1-N BCE, a 20x larger peak learning rate (1e-2), a 5-epoch
+#:   linear warm-up and a cosine decay to zero over 200 epochs.
 RECIPES: Dict[str, Dict[str, Any]] = {
     "paper": dict(
         epochs=3000, batch_size=1024, lr=5e-4, schedule="constant", warmup_epochs=0, objective="bce",
         label_smoothing=0.1, dropout=0.5, grad_clip=0.5, n3=0.0, relation_prediction=0.0, eval_every=10,
     ),
     "fast": dict(
-        epochs=300, batch_size=1024, lr=5e-3, schedule="cosine", warmup_epochs=10, objective="bce",
+        epochs=200, batch_size=1024, lr=1e-2, schedule="cosine", warmup_epochs=5, objective="softmax",
         label_smoothing=0.1, dropout=0.5, grad_clip=0.5, n3=0.0, relation_prediction=0.0, eval_every=10,
     ),
 }
