@@ -19,10 +19,9 @@ import torch_geometric.transforms as T
 from torch_wge.evaluation import LinkPredictionEvaluator
 from torch_wge.testing import random_kg
 from torch_wge.training import TrainConfig, Trainer, load_checkpoint, split_triples
-from torch_wge.training.distributed import (
-    BatchLoss, DistributedContext, SyncedBatchNorm1d, chunk_shard_bounds, shard_bounds, sync_decoder_batch_norm,
-    wrap_data_parallel,
-)
+from torch_wge.evaluation.sharding import chunk_shard_bounds
+from torch_wge.nn.norm import SyncedBatchNorm1d
+from torch_wge.training.distributed import BatchLoss, DistributedContext, shard_bounds, wrap_data_parallel
 from torch_wge.training.inference import evaluate_model
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
@@ -121,7 +120,7 @@ def _gradient_job(rank, out):
     torch.manual_seed(0)
     model = build_model(config, data)
     inputs = model.graph_inputs(data)
-    sync_decoder_batch_norm(model, context.new_group())
+    SyncedBatchNorm1d.convert(model.decoders, context.new_group())
     module = wrap_data_parallel(BatchLoss(model, inputs), context)
     queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
     index = torch.arange(40) if rank == 0 else torch.arange(0)
@@ -285,6 +284,25 @@ def test_synced_batch_norm_is_batch_norm_in_one_process():
     assert torch.equal(synced(x), reference(x))
     assert synced.state_dict().keys() == reference.state_dict().keys()
     assert repr(synced).startswith("SyncedBatchNorm1d(8")
+
+
+def test_convert_replaces_every_batch_norm_and_keeps_its_state():
+    decoders = torch.nn.ModuleList([torch.nn.BatchNorm1d(4), torch.nn.Sequential(torch.nn.BatchNorm1d(4))])
+    torch.nn.init.normal_(decoders[0].weight)
+    before = {k: v.clone() for k, v in decoders.state_dict().items()}
+    converted = SyncedBatchNorm1d.convert(decoders)
+    assert converted is decoders
+    assert isinstance(decoders[0], SyncedBatchNorm1d) and isinstance(decoders[1][0], SyncedBatchNorm1d)
+    assert all(torch.equal(before[k], v) for k, v in decoders.state_dict().items())
+
+
+def test_moved_names_still_import_with_a_warning():
+    from torch_wge.training import distributed
+
+    with pytest.warns(DeprecationWarning, match="torch_wge.nn.norm.SyncedBatchNorm1d"):
+        assert distributed.SyncedBatchNorm1d is SyncedBatchNorm1d
+    with pytest.warns(DeprecationWarning, match="evaluation.sharding"):
+        assert distributed.chunk_shard_bounds is chunk_shard_bounds
 
 
 def test_one_process_context_without_torchrun(monkeypatch):

@@ -22,13 +22,13 @@ training is unchanged. The scheme, with :math:`W` processes:
   are uneven. A process with an empty part back-propagates zero.
 - **Decoder batch norm is synchronised.** Each decoder normalises its batch of
   queries with :class:`~torch.nn.BatchNorm1d`; sharded, a process would see
-  only its part. :func:`sync_decoder_batch_norm` swaps those layers for
-  :class:`SyncedBatchNorm1d`, which all-reduces the per-channel sum, sum of
-  squares and count (in float64, with autograd), so statistics, running
-  averages and gradients are those of the global batch. It works on CPU
-  (gloo) and CUDA (nccl) alike; :class:`torch.nn.SyncBatchNorm` is not used
-  because it refuses CPU tensors. The encoder's batch norms see all nodes in
-  every process and need nothing.
+  only its part. The trainer converts those layers with
+  :meth:`torch_wge.nn.norm.SyncedBatchNorm1d.convert` (to
+  :class:`torch.nn.SyncBatchNorm` on CUDA, to
+  :class:`~torch_wge.nn.norm.SyncedBatchNorm1d`, which also works on the CPU,
+  elsewhere), so statistics, running averages and gradients are those of the
+  global batch. The encoder's batch norms see all nodes in every process and
+  need nothing.
 - **Dropout.** Each process draws the dropout masks of its own part; the
   default generator of process :math:`j` is re-seeded at the start of every
   epoch from ``(seed, epoch, j)`` (:func:`dropout_seed`), so masks differ
@@ -37,11 +37,11 @@ training is unchanged. The scheme, with :math:`W` processes:
   for the whole batch, so with dropout > 0 a run with :math:`W` processes is
   statistically, not bitwise, the same as one process; with ``dropout=0``
   the parameters after an epoch equal a single process's to float rounding.
-- **Evaluation is sharded.** Each process ranks a contiguous range of the
-  evaluator's queries, aligned to ``eval_batch_size`` chunks so that every
-  query is scored in the same chunk as in one process; the ranks are
-  gathered (padded to equal length) and every process summarises them: the
-  metrics equal a single process's exactly.
+- **Evaluation is sharded** (:func:`torch_wge.evaluation.sharding.sharded_ranks`):
+  each process ranks a contiguous range of the evaluator's queries, aligned
+  to ``eval_batch_size`` chunks so that every query is scored in the same
+  chunk as in one process; the ranks are gathered and every process
+  summarises them: the metrics equal a single process's exactly.
 - **Only rank 0 writes** logs, checkpoints, progress bars and results.
   Resuming, rank 0 reads ``last.pt`` and broadcasts it, so the other
   processes (and other machines) need no access to the run folder.
@@ -50,6 +50,7 @@ import atexit
 import hashlib
 import os
 import pickle
+import warnings
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Callable, Optional, Tuple, TypeVar
@@ -58,12 +59,31 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from torch_wge.evaluation import sharding
+from torch_wge.nn import norm
 from torch_wge.training.model import resolve_device
 
-__all__ = [
-    "DistributedContext", "SyncedBatchNorm1d", "sync_decoder_batch_norm", "BatchLoss",
-    "dropout_seed", "shard_bounds", "chunk_shard_bounds", "sharded_ranks",
-]
+__all__ = ["DistributedContext", "BatchLoss", "dropout_seed", "shard_bounds", "wrap_data_parallel"]
+
+#: Names that moved, kept importable from here for one release.
+_MOVED = {
+    "SyncedBatchNorm1d": ("torch_wge.nn.norm.SyncedBatchNorm1d", norm.SyncedBatchNorm1d),
+    "chunk_shard_bounds": ("torch_wge.evaluation.sharding.chunk_shard_bounds", sharding.chunk_shard_bounds),
+    "sharded_ranks": ("torch_wge.evaluation.sharding.sharded_ranks", sharding.sharded_ranks),
+    "sync_decoder_batch_norm": (
+        "torch_wge.nn.norm.SyncedBatchNorm1d.convert(model.decoders, group)",
+        lambda model, process_group=None: norm.SyncedBatchNorm1d.convert(model.decoders, process_group),
+    ),
+}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        new_name, value = _MOVED[name]
+        warnings.warn(f"torch_wge.training.distributed.{name} is deprecated; use {new_name}",
+                      DeprecationWarning, stacklevel=2)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 T = TypeVar("T")
 
@@ -77,23 +97,6 @@ def shard_bounds(size: int, rank: int, world_size: int) -> Tuple[int, int]:
         [(0, 2), (2, 5)]
     """
     return size * rank // world_size, size * (rank + 1) // world_size
-
-
-def chunk_shard_bounds(size: int, chunk: int, rank: int, world_size: int) -> Tuple[int, int]:
-    r"""Like :func:`shard_bounds`, but the parts are whole chunks of ``chunk``
-    items (the last chunk may be shorter), so that a part processed chunk by
-    chunk from its start meets exactly the chunks of ``range(size)``
-    processed from 0.
-
-    Example:
-        >>> [chunk_shard_bounds(10, 3, rank, 2) for rank in range(2)]
-        [(0, 6), (6, 10)]
-        >>> [chunk_shard_bounds(10, 16, rank, 2) for rank in range(2)]
-        [(0, 0), (0, 10)]
-    """
-    num_chunks = -(-size // chunk)
-    first, last = shard_bounds(num_chunks, rank, world_size)
-    return min(first * chunk, size), min(last * chunk, size)
 
 
 def dropout_seed(seed: int, epoch: int, rank: int) -> int:
@@ -271,140 +274,6 @@ class DistributedContext:
             self.barrier()
         return result
 
-    def gather(self, local: Tensor, bounds: Callable[[int], Tuple[int, int]]) -> Tensor:
-        r"""Concatenates the 1-D parts of all processes in rank order; process
-        ``r`` holds the part ``bounds(r) = (start, stop)`` of the result. Parts
-        are padded to equal length for :func:`torch.distributed.all_gather`.
-        Returns a tensor on ``local``'s device in every process."""
-        if not self.enabled:
-            return local
-        sizes = [stop - start for start, stop in map(bounds, range(self.world_size))]
-        if local.numel() != sizes[self.rank]:
-            raise ValueError(f"rank {self.rank} holds {local.numel()} values, expected {sizes[self.rank]}")
-        width = max(max(sizes), 1)
-        padded = local.new_zeros(width, device=self.device)
-        padded[: local.numel()] = local.to(self.device)
-        parts = [torch.empty_like(padded) for _ in range(self.world_size)]
-        dist.all_gather(parts, padded)
-        return torch.cat([part[:size] for part, size in zip(parts, sizes)]).to(local.device)
-
-
-# ----------------------------------------------------------- batch norm
-class _AllReduceSum(torch.autograd.Function):
-    r"""Sum over processes with autograd: every process's loss depends on the
-    sum, so the gradient with respect to each process's input is the sum of
-    the gradients that arrive in all processes."""
-
-    @staticmethod
-    def forward(ctx, tensor: Tensor, group) -> Tensor:
-        ctx.group = group
-        out = tensor.clone()
-        dist.all_reduce(out, group=group)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        grad = grad.contiguous().clone()
-        dist.all_reduce(grad, group=ctx.group)
-        return grad, None
-
-
-class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
-    r""":class:`~torch.nn.BatchNorm1d` over the union of the batches of all
-    processes of ``process_group``, on any device.
-
-    In training mode the per-channel sums :math:`\sum_b x_b`,
-    :math:`\sum_b x_b^2` and the count are summed over the processes (in
-    float64, one all-reduce with autograd), the input is normalised with the
-    global mean and biased variance, and the running averages are updated
-    with the global mean and unbiased variance, as one
-    :class:`~torch.nn.BatchNorm1d` over the whole global batch would. A
-    process may hold an empty batch. In evaluation mode, or in one process,
-    this is :class:`~torch.nn.BatchNorm1d`. Parameters and buffers are those
-    of :class:`~torch.nn.BatchNorm1d`, so state dicts load either way.
-
-    Args:
-        num_features (int): Channels :math:`C`.
-        process_group (optional): Group to synchronise over. (default: all
-            processes)
-        **kwargs: :class:`~torch.nn.BatchNorm1d`'s other arguments.
-
-    Shapes:
-        - **input:** :math:`(B_j, C)` in process :math:`j`
-        - **output:** :math:`(B_j, C)`
-    """
-
-    def __init__(self, num_features: int, process_group=None, **kwargs):
-        super().__init__(num_features, **kwargs)
-        self.process_group = process_group
-
-    @classmethod
-    def from_batch_norm(cls, module: torch.nn.BatchNorm1d, process_group=None) -> "SyncedBatchNorm1d":
-        """A copy of ``module`` (parameters, buffers and settings) that synchronises."""
-        synced = cls(
-            module.num_features, process_group, eps=module.eps, momentum=module.momentum,
-            affine=module.affine, track_running_stats=module.track_running_stats,
-        )
-        ref = module.weight if module.affine else module.running_mean
-        if ref is not None:
-            synced = synced.to(device=ref.device, dtype=ref.dtype)
-        synced.load_state_dict(module.state_dict())
-        synced.train(module.training)
-        return synced
-
-    def _synchronised(self) -> bool:
-        return (
-            self.training
-            and dist.is_available()
-            and dist.is_initialized()
-            and dist.get_world_size(self.process_group) > 1
-        )
-
-    def forward(self, input: Tensor) -> Tensor:
-        if not self._synchronised():
-            return super().forward(input)
-        if input.dim() != 2:
-            raise ValueError(f"'{self.__class__.__name__}' expects input of shape [B, C], got {tuple(input.shape)}")
-        x = input.to(torch.float64)
-        local = torch.cat([x.sum(0), (x * x).sum(0), x.new_full((1,), input.size(0))])
-        stats = _AllReduceSum.apply(local, self.process_group)
-        channels = self.num_features
-        total_sum, total_squares, count = stats[:channels], stats[channels : 2 * channels], stats[-1]
-        n = int(count.item())
-        if n <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got a global batch of {n}")
-        mean = total_sum / n
-        var = (total_squares / n - mean * mean).clamp_min(0.0)
-        invstd = torch.rsqrt(var + self.eps)
-        if self.affine:
-            scale = (invstd * self.weight.to(torch.float64)).to(input.dtype)
-            shift = (self.bias.to(torch.float64) - mean * invstd * self.weight.to(torch.float64)).to(input.dtype)
-        else:
-            scale, shift = invstd.to(input.dtype), (-mean * invstd).to(input.dtype)
-        if self.track_running_stats:
-            with torch.no_grad():
-                self.num_batches_tracked.add_(1)
-                factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
-                self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype), alpha=factor)
-                unbiased = var * (n / (n - 1))
-                self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype), alpha=factor)
-        return input * scale + shift
-
-
-def sync_decoder_batch_norm(model: torch.nn.Module, process_group=None) -> int:
-    r"""Replaces the query batch norm of every decoder of a
-    :class:`~torch_wge.nn.WGE` model by a :class:`SyncedBatchNorm1d` over
-    ``process_group`` (same parameters and buffers). Build the optimiser
-    afterwards: the parameters are new objects. Returns how many were replaced."""
-    replaced = 0
-    for decoder in model.decoders:
-        norm = getattr(decoder, "batch_norm", None)
-        if isinstance(norm, torch.nn.BatchNorm1d) and not isinstance(norm, SyncedBatchNorm1d):
-            decoder.batch_norm = SyncedBatchNorm1d.from_batch_norm(norm, process_group)
-            replaced += 1
-    return replaced
-
-
 # ----------------------------------------------------------- loss module
 class BatchLoss(torch.nn.Module):
     r"""The training loss of a batch as a module, for
@@ -446,24 +315,3 @@ def wrap_data_parallel(module: torch.nn.Module, context: DistributedContext) -> 
         return module
     device_ids = [context.device.index] if context.device.type == "cuda" else None
     return torch.nn.parallel.DistributedDataParallel(module, device_ids=device_ids)
-
-
-# ------------------------------------------------------------ evaluation
-def sharded_ranks(evaluator, score_fn, batch_size: int, context: DistributedContext, **kwargs) -> Tensor:
-    r"""Ranks of all queries of a
-    :class:`~torch_wge.evaluation.LinkPredictionEvaluator`, each process
-    ranking its chunk-aligned contiguous part (:func:`chunk_shard_bounds`)
-    with ``evaluator.compute_ranks``; returns all ranks, in query order, in
-    every process (for ``evaluator.summarize``).
-
-    Because the parts are whole chunks of ``batch_size`` queries, every query
-    is scored in the same chunk as in one process, so the ranks, and the
-    metrics, are exactly those of one process."""
-    size = evaluator.num_queries
-
-    def bounds(rank: int) -> Tuple[int, int]:
-        return chunk_shard_bounds(size, batch_size, rank, context.world_size)
-
-    start, stop = bounds(context.rank)
-    local = evaluator.compute_ranks(score_fn, batch_size, start, stop, **kwargs)
-    return context.gather(local, bounds)

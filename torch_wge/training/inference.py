@@ -9,7 +9,8 @@ from torch_wge.nn import WGE
 from torch_wge.training.checkpoint import check_compatible, load_checkpoint
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, load_data, split_triples
-from torch_wge.training.distributed import DistributedContext, sharded_ranks
+from torch_wge.evaluation.sharding import sharded_ranks
+from torch_wge.training.distributed import DistributedContext
 from torch_wge.training.model import build_model, resolve_device
 
 
@@ -23,7 +24,7 @@ def evaluate_model(
     With a ``distributed`` context of several processes (call it in every
     process), each process ranks its chunk-aligned part of the queries and
     every process returns the metrics of all of them, equal to a single
-    process's (see :func:`~torch_wge.training.distributed.sharded_ranks`)."""
+    process's (see :func:`~torch_wge.evaluation.sharding.sharded_ranks`)."""
     model.eval()
     encoded = model.encode(**graph_inputs)
     device = encoded.entities[0].device
@@ -32,7 +33,9 @@ def evaluate_model(
         return model.score_all(encoded, entities.to(device), relations.to(device))
 
     if distributed is not None and distributed.enabled:
-        ranks = sharded_ranks(evaluator, score_fn, batch_size, distributed, progress=progress and distributed.is_main)
+        gather_device = distributed.device if distributed.device.type == "cuda" else None
+        ranks = sharded_ranks(evaluator, score_fn, batch_size, device=gather_device,
+                              progress=progress and distributed.is_main)
         return evaluator.summarize(ranks)
     return evaluator.evaluate(score_fn, batch_size=batch_size, progress=progress)
 

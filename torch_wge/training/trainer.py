@@ -13,9 +13,8 @@ from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.training.checkpoint import CheckpointError, check_compatible, load_checkpoint, save_checkpoint
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
-from torch_wge.training.distributed import (
-    BatchLoss, DistributedContext, dropout_seed, sync_decoder_batch_norm, wrap_data_parallel,
-)
+from torch_wge.nn.norm import SyncedBatchNorm1d
+from torch_wge.training.distributed import BatchLoss, DistributedContext, dropout_seed, wrap_data_parallel
 from torch_wge.training.inference import evaluate_model
 from torch_wge.training.model import build_model
 from torch_wge.training.queries import TrainingQueries
@@ -79,7 +78,8 @@ class Trainer:
         self.model = build_model(config, data).to(self.device)
         self.graph_inputs = {k: v.to(self.device) for k, v in self.model.graph_inputs(data).items()}
         if self.dist.enabled:
-            sync_decoder_batch_norm(self.model, self.dist.new_group())
+            # the decoders' batch norms see only this process's part of a batch
+            SyncedBatchNorm1d.convert(self.model.decoders, self.dist.new_group())
         # the training loss as a module: DistributedDataParallel hooks on forward
         self.loss_module = wrap_data_parallel(BatchLoss(self.model, self.graph_inputs), self.dist)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)

@@ -1,0 +1,3 @@
+from torch_wge.nn.norm.synced_batch_norm import SyncedBatchNorm1d
+
+__all__ = ["SyncedBatchNorm1d"]
