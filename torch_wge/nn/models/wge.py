@@ -164,7 +164,7 @@ class WGE(torch.nn.Module):
             )
         inputs = {arg: data[attr] for arg, attr in wanted.items()}
         if sparse:
-            sizes = {"ef_edge_index": int(data.num_nodes), "rf_edge_index": int(data.num_nodes) + 2 * int(data.num_relations)}
+            sizes = {"ef_edge_index": int(data.num_nodes), "rf_edge_index": int(data.num_nodes) + 2 * self.num_relations}
             dtype = self.entity_embedding.weight.dtype
             inputs = {
                 arg: to_torch_csr_tensor(
@@ -228,7 +228,17 @@ class WGE(torch.nn.Module):
         ef_edge_index: Optional[Adj] = None,
         rf_edge_index: Optional[Adj] = None,
     ) -> Tensor:
-        """Encodes the graph and scores ``(heads[b], relations[b])`` against every entity, ``[B, N]``."""
+        """Encodes the graph and scores ``(heads[b], relations[b])`` against every entity, ``[B, N]``.
+        The graph arguments are adjacencies (``[2, E]`` or sparse), never tail
+        indices: to score given triples ``(h, r, t)`` use
+        :class:`torch_wge.nn.kge.WGEKGE`."""
+        for name, adj in (("ef_edge_index", ef_edge_index), ("rf_edge_index", rf_edge_index)):
+            if isinstance(adj, Tensor) and adj.layout == torch.strided and (adj.dim() != 2 or adj.size(0) != 2):
+                raise ValueError(
+                    f"'{self.__class__.__name__}.forward(heads, relations, ef_edge_index, rf_edge_index)' got "
+                    f"{name} of shape {list(adj.shape)}, not a [2, E] graph; it scores against every entity, "
+                    f"so to score triples (h, r, t) use torch_wge.nn.kge.WGEKGE"
+                )
         return self.score_all(self.encode(ef_edge_index, rf_edge_index), heads, relations)
 
     def __repr__(self) -> str:
