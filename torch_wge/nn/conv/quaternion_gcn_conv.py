@@ -1,12 +1,12 @@
 import math
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from torch import Tensor
 from torch.nn import Parameter
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.typing import Adj, OptTensor, SparseTensor
+from torch_geometric.typing import Adj, OptPairTensor, OptTensor, SparseTensor
 from torch_geometric.utils import spmm
 
 from torch_wge.utils.quaternion import check_quaternion_size, quaternion_matrix
@@ -75,7 +75,7 @@ class QuaternionGCNConv(MessagePassing):
         torch.Size([3, 16])
     """
 
-    _cached_edge_index: Optional[Tuple[Tensor, Tensor]]
+    _cached_edge_index: Optional[OptPairTensor]
     _cached_adj_t: Optional[SparseTensor]
 
     def __init__(
@@ -138,7 +138,7 @@ class QuaternionGCNConv(MessagePassing):
             )
         if x.size(-1) != self.in_channels:
             raise ValueError(
-                f"'{self.__class__.__name__}' expected {self.in_channels} input "
+                f"'QuaternionGCNConv' expected {self.in_channels} input "
                 f"channels, got node features of shape {list(x.shape)}"
             )
 
@@ -165,6 +165,7 @@ class QuaternionGCNConv(MessagePassing):
                     edge_index = cache
 
         x = x @ self.quaternion_matrix()
+        # propagate_type: (x: Tensor, edge_weight: OptTensor)
         out = self.propagate(edge_index, x=x, edge_weight=edge_weight)
         if self.bias is not None:
             out = out + self.bias

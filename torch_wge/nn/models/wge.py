@@ -5,12 +5,12 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.typing import Adj
-from torch_geometric.utils import to_torch_csr_tensor
 
 from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.kge.loss import one_to_n_bce
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.utils.quaternion import check_quaternion_size
+from torch_wge.utils.sparse import csr_adjacency
 
 #: Encoder views of WGE and its single-view ablations: which graphs each uses.
 VIEWS = {
@@ -166,12 +166,7 @@ class WGE(torch.nn.Module):
         if sparse:
             sizes = {"ef_edge_index": int(data.num_nodes), "rf_edge_index": int(data.num_nodes) + 2 * self.num_relations}
             dtype = self.entity_embedding.weight.dtype
-            inputs = {
-                arg: to_torch_csr_tensor(
-                    edge_index.flip(0), torch.ones(edge_index.size(1), dtype=dtype), size=(sizes[arg], sizes[arg])
-                )
-                for arg, edge_index in inputs.items()
-            }
+            inputs = {arg: csr_adjacency(edge_index, sizes[arg], dtype) for arg, edge_index in inputs.items()}
         return inputs
 
     def encode(self, ef_edge_index: Optional[Adj] = None, rf_edge_index: Optional[Adj] = None) -> EncodedGraph:
