@@ -11,6 +11,10 @@ from torch_geometric.utils import spmm
 
 from torch_wge.utils.quaternion import check_quaternion_size, quaternion_matrix
 
+#: :func:`gcn_norm` run eagerly inside a :func:`torch.compile` region (one
+#: graph break): TorchDynamo cannot trace it on a ``torch.sparse`` adjacency.
+_eager_gcn_norm = torch.compiler.disable(gcn_norm)
+
 
 class QuaternionGCNConv(MessagePassing):
     r"""The quaternion graph convolution of QGNN
@@ -146,7 +150,11 @@ class QuaternionGCNConv(MessagePassing):
             if isinstance(edge_index, Tensor):
                 cache = self._cached_edge_index
                 if cache is None:
-                    edge_index, edge_weight = gcn_norm(
+                    if torch.jit.is_scripting():
+                        norm = gcn_norm
+                    else:
+                        norm = _eager_gcn_norm
+                    edge_index, edge_weight = norm(
                         edge_index, edge_weight, x.size(self.node_dim), False,
                         self.add_self_loops, self.flow, x.dtype)
                     if self.cached:
