@@ -53,7 +53,9 @@ class WGEKGE(KGEModel):
         self.num_relations = num_relations
         self.hidden_channels = hidden_channels
         self.wge = WGE(num_nodes, num_relations, channels=4 * hidden_channels, **kwargs)
-        self.graph_inputs = self.wge.graph_inputs(data)
+        self.data = data
+        self.wge.graph_inputs(data)  # fails early when a view is missing
+        self._graph_inputs, self._graph_key = {}, None
 
     @property
     def node_emb(self) -> torch.nn.Embedding:
@@ -67,8 +69,11 @@ class WGEKGE(KGEModel):
         self.wge.reset_parameters()
 
     def _encode(self):
-        device = self.wge.entity_embedding.weight.device
-        return self.wge.encode(**{key: value.to(device) for key, value in self.graph_inputs.items()})
+        weight = self.wge.entity_embedding.weight
+        if self._graph_key != (weight.device, weight.dtype):  # adjacencies in the embeddings' device and dtype
+            self._graph_inputs = {k: v.to(weight.device) for k, v in self.wge.graph_inputs(self.data).items()}
+            self._graph_key = (weight.device, weight.dtype)
+        return self.wge.encode(**self._graph_inputs)
 
     def forward(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
         scores = self.wge.score_all(self._encode(), head_index, rel_type)
