@@ -81,6 +81,7 @@ class WGE(torch.nn.Module):
 
     Example:
         >>> model = WGE(num_entities=5, num_relations=2, channels=8, num_layers=1)
+        >>> model = model.eval()  # batch norm on one query needs the running statistics
         >>> ef = torch.tensor([[0, 1], [1, 0]]); rf = torch.tensor([[0, 5], [5, 0]])
         >>> encoded = model.encode(ef, rf)
         >>> model.score_all(encoded, torch.tensor([0]), torch.tensor([1])).shape
