@@ -159,3 +159,20 @@ def test_trainer_on_every_layout_trains_the_same_model(tmp_path, one_torch_threa
         trainer.train_epoch()
         results[name] = trainer.evaluate("test")["both.mrr"]
     assert len(set(results.values())) == 1, results
+
+
+def test_reverse_edges_as_relation_types_with_masks_are_detected():
+    data = hand_kg()
+    del data.num_relations
+    train = torch.tensor(TRAIN)
+    reverse = torch.stack([train[:, 2], train[:, 1] + R, train[:, 0]], dim=1)
+    data.edge_index = torch.cat([data.edge_index, reverse[:, [0, 2]].t()], dim=1)
+    data.edge_type = torch.cat([data.edge_type, reverse[:, 1]])
+    data.train_mask = torch.cat([data.train_mask, torch.ones(len(TRAIN), dtype=torch.bool)])
+    data.val_mask = torch.cat([data.val_mask, torch.zeros(len(TRAIN), dtype=torch.bool)])
+    data.test_mask = torch.cat([data.test_mask, torch.zeros(len(TRAIN), dtype=torch.bool)])
+    with pytest.raises(ValueError, match=r"relations 3..5 are exactly the reverses of those of relations 0..2"):
+        RelationFocusedTransform()(data)
+    # one reverse edge missing: these are relations of their own
+    data.train_mask[-1] = False
+    assert num_kg_relations(data) == 6

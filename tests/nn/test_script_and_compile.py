@@ -11,6 +11,10 @@ from torch_wge.testing import random_kg
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 
+# torch 2.13 marks torch.jit.script deprecated; PyG's own convs still support it
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script.*` is deprecated:DeprecationWarning")
+
+
 def test_script_quaternion_gcn_conv_matches_eager():
     torch.manual_seed(0)
     conv = QuaternionGCNConv(8, 12).double()

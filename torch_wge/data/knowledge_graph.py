@@ -18,6 +18,9 @@ layouts are accepted, and told apart by their attributes:
   reverse edges as relation types :math:`r + R`. Only the split attributes
   are read, so the inverses are never added a second time: :math:`R` is the
   number of relations of the splits (237 on FB15k-237, not 474).
+  Data with masks whose training triples already hold every reverse edge as
+  a relation type :math:`r + R/2` (and no :obj:`num_relations`) is detected
+  and refused, since torch_wge adds the inverse relations itself.
 - **One split without masks** (PyG's
   :class:`~torch_geometric.datasets.FB15k_237` with ``split=...``) is
   refused: nothing tells training triples from evaluation triples. Combine
@@ -102,6 +105,7 @@ def num_kg_relations(data: Data) -> int:
     else:
         found = int(data.edge_type.max()) + 1 if data.edge_type.numel() > 0 else 0
     if not _has(data, "num_relations"):
+        _refuse_reverse_edges(kg_triples(data, "train"), found)
         return found
     declared = int(data.num_relations)
     if declared < found:
@@ -111,6 +115,23 @@ def num_kg_relations(data: Data) -> int:
             f"(torch_wge adds the inverse relations itself), else set num_relations={found}"
         )
     return declared
+
+
+def _refuse_reverse_edges(train: Tensor, num_relations: int) -> None:
+    # Training triples of relations [R/2, R) that are exactly the reverses of
+    # those of [0, R/2): reverse edges added as relation types r + R/2.
+    half = num_relations // 2
+    if num_relations % 2 or train.size(0) == 0:
+        return
+    upper = train[:, 1] >= half
+    forward = torch.unique(train[~upper], dim=0)
+    reverse = torch.unique(torch.stack([train[upper, 2], train[upper, 1] - half, train[upper, 0]], dim=1), dim=0)
+    if forward.shape == reverse.shape and torch.equal(forward, reverse):
+        raise ValueError(
+            f"the training triples of relations {half}..{num_relations - 1} are exactly the reverses of those of "
+            f"relations 0..{half - 1}: reverse edges added as relation types r + {half}; torch_wge adds inverse "
+            f"relations itself, so keep only the triples of relations < {half}"
+        )
 
 
 def kg_triples(data: Data, split: str = "train") -> Tensor:
