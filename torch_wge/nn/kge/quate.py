@@ -1,9 +1,12 @@
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.kge import KGEModel
 
 from torch_wge.nn.kge.quate_decoder import QuatEDecoder
+from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_components
 
 
 class QuatE(KGEModel):
@@ -75,3 +78,20 @@ class QuatE(KGEModel):
         scores = torch.cat([pos_score, neg_score])
         target = torch.cat([torch.ones_like(pos_score), torch.zeros_like(neg_score)])
         return F.binary_cross_entropy_with_logits(scores, target)
+
+    def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
+        r"""``score_fn(entities [B], relations [B]) -> [B, N]``: every entity
+        scored as the answer of :math:`(e_b, r_b, ?)`, with relation ids
+        :math:`r + R` asking for heads, as one matrix product. A head query
+        uses :math:`(\mathbf{x} \otimes \mathbf{r}) \bullet \mathbf{e} =
+        \mathbf{x} \bullet (\mathbf{e} \otimes \bar{\mathbf{r}})`, with
+        :math:`\bar{\mathbf{r}}` the conjugate."""
+
+        def score_fn(entities: Tensor, relations: Tensor) -> Tensor:
+            r = normalize_quaternion(self.rel_emb(relations % self.num_relations))
+            r_r, r_i, r_j, r_k = quaternion_components(r)
+            conjugate = torch.cat([r_r, -r_i, -r_j, -r_k], dim=-1)
+            r = torch.where((relations >= self.num_relations).view(-1, 1), conjugate, r)
+            return hamilton_product(self.node_emb(entities), r) @ self.node_emb.weight.t()
+
+        return score_fn
