@@ -93,7 +93,7 @@ def num_kg_relations(data: Data) -> int:
     """
     _check_layout(data)
     if has_split_attributes(data):
-        types = [data[f"{_SPLIT_ATTRIBUTE[s]}_edge_type"] for s in SPLITS if _has(data, f"{_SPLIT_ATTRIBUTE[s]}_edge_type")]
+        types = [data[f"{prefix}_edge_type"] for prefix in _SPLIT_ATTRIBUTE.values() if _has(data, f"{prefix}_edge_type")]
         found = max([int(t.max()) + 1 for t in types if t.numel() > 0], default=0)
         if _has(data, "num_relations") and int(data.num_relations) != found:
             raise ValueError(
@@ -102,8 +102,7 @@ def num_kg_relations(data: Data) -> int:
                 f"edge_index are not relations of their own: remove data.num_relations"
             )
         return found
-    else:
-        found = int(data.edge_type.max()) + 1 if data.edge_type.numel() > 0 else 0
+    found = int(data.edge_type.max()) + 1 if data.edge_type.numel() > 0 else 0
     if not _has(data, "num_relations"):
         _refuse_reverse_edges(kg_triples(data, "train"), found)
         return found
