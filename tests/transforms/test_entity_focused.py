@@ -1,3 +1,4 @@
+import pytest
 import torch
 from hand_kg import assert_simple_undirected, hand_kg, pairs
 
@@ -34,13 +35,11 @@ def test_input_is_kept():
     assert torch.equal(data.edge_index, edge_index)
 
 
-def test_without_train_mask_uses_all_triples():
+def test_without_train_mask_is_refused():
     data = hand_kg()
     del data.train_mask
-    out = EntityFocusedTransform()(data)
-    # Now also {2, 5} (valid) and {3, 5} (test).
-    assert pairs(out.ef_edge_index) == [(0, 1), (1, 2), (1, 3), (1, 4), (2, 4),
-                                        (2, 5), (3, 5)]
+    with pytest.raises(ValueError, match="combine_splits"):
+        EntityFocusedTransform()(data)
 
 
 def test_brute_force_random():

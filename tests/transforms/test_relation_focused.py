@@ -276,6 +276,7 @@ def test_hub_entity_is_cheap():
                      torch.ones(n, dtype=torch.long)])
     from torch_geometric.data import Data
     data = Data(edge_index=torch.stack([head, tail]), edge_type=rel,
+                train_mask=torch.ones(2 * n, dtype=torch.bool),
                 num_nodes=2 * n + 1, num_relations=2)
     out = relation_focused_constraints(data, beta=1.0)
     assert out.constraints.tolist() == [[0, 0, 1], [3, 0, 2]]

@@ -4,6 +4,8 @@ from typing import Any, Dict
 import torch
 from torch_geometric.data import Data
 
+from torch_wge.data import kg_triples, num_kg_relations
+
 from torch_wge.transforms import (
     EntityFocusedTransform,
     RelationFocusedTransform,
@@ -12,9 +14,9 @@ from torch_wge.transforms import (
 
 
 def dataset_statistics(data: Data, beta: float = 0.2) -> Dict[str, Any]:
-    r"""Counts of a knowledge graph in the layout of
-    :mod:`torch_wge.datasets` and of its graph views (built from the
-    training triples only; undirected edges are counted once).
+    r"""Counts of a knowledge graph in any layout of
+    :mod:`torch_wge.data.knowledge_graph` and of its graph views (built from
+    the training triples only; undirected edges are counted once).
 
     Keys:
         ``entities``, ``relations`` (inverses not counted),
@@ -40,29 +42,25 @@ def dataset_statistics(data: Data, beta: float = 0.2) -> Dict[str, Any]:
         >>> stats['entities'], stats['relations']
         (20, 4)
     """
-    data = Data(**{key: data[key] for key in (
-        'edge_index', 'edge_type', 'train_mask', 'val_mask', 'test_mask',
-        'num_nodes', 'num_relations') if key in data})
-    num_nodes, num_relations = int(data.num_nodes), int(data.num_relations)
-    train = data.train_mask if 'train_mask' in data else torch.ones(
-        data.edge_type.numel(), dtype=torch.bool)
-
-    def count(mask_name: str) -> int:
-        return int(data[mask_name].sum()) if mask_name in data else 0
-
-    ef = EntityFocusedTransform()(data.clone()).ef_edge_index
-    rf = RelationFocusedTransform(beta=beta)(data.clone()).rf_edge_index
+    num_nodes, num_relations = int(data.num_nodes), num_kg_relations(data)
+    train = kg_triples(data, 'train')
+    # the training triples alone, in torch_wge's layout: the views read nothing else
+    data_train = Data(edge_index=train[:, [0, 2]].t(), edge_type=train[:, 1],
+                      train_mask=torch.ones(train.size(0), dtype=torch.bool),
+                      num_nodes=num_nodes, num_relations=num_relations)
+    ef = EntityFocusedTransform()(data_train.clone()).ef_edge_index
+    rf = RelationFocusedTransform(beta=beta)(data_train.clone()).rf_edge_index
     rf_upper = rf[:, rf[0] < rf[1]]
     relation_relation = int((rf_upper[0] >= num_nodes).sum())
-    constraints = relation_focused_constraints(data, beta,
+    constraints = relation_focused_constraints(data_train, beta,
                                                return_constraints=False)
     return {
         'entities': num_nodes,
         'relations': num_relations,
-        'train_entities': int(torch.unique(data.edge_index[:, train]).numel()),
-        'train': int(train.sum()),
-        'valid': count('val_mask'),
-        'test': count('test_mask'),
+        'train_entities': int(torch.unique(train[:, [0, 2]]).numel()),
+        'train': train.size(0),
+        'valid': kg_triples(data, 'val').size(0),
+        'test': kg_triples(data, 'test').size(0),
         'ef_edges': ef.size(1) // 2,
         'rf_nodes': num_nodes + 2 * num_relations,
         'rf_nodes_with_edges': int(torch.unique(rf[0]).numel()),

@@ -18,8 +18,11 @@ from typing import Callable, Optional, Union
 
 import torch
 from torch import Tensor
+from torch_geometric.nn.kge import KGEModel
 from tqdm.auto import tqdm
 
+from torch_wge.data import kg_triples, num_kg_relations
+from torch_wge.evaluation.kge import kge_score_fn
 from torch_wge.evaluation.ranks import RANK_TYPES, RankType, _count_dtype, _rank_counts
 from torch_wge.evaluation.results import HEAD, TAIL, LinkPredictionResults
 
@@ -131,10 +134,12 @@ class LinkPredictionEvaluator:
 
     @classmethod
     def from_data(cls, data, split: str = "test", filtered: bool = True) -> "LinkPredictionEvaluator":
-        """An evaluator for one split of a knowledge graph stored as in
-        :mod:`torch_wge.datasets`: ``edge_index [2, E]`` (head, tail),
-        ``edge_type [E]``, boolean ``train_mask``/``val_mask``/``test_mask``,
-        ``num_nodes`` and ``num_relations``. All ``E`` triples filter.
+        """An evaluator for one split of a knowledge graph in any layout of
+        :mod:`torch_wge.data.knowledge_graph`: one ``Data`` with
+        ``train_mask``/``val_mask``/``test_mask`` (:mod:`torch_wge.datasets`,
+        PyG's ``WordNet18RR``, PyG's ``FB15k_237`` splits joined by
+        :func:`~torch_wge.data.combine_splits`) or the split attributes of
+        PyG's ``RelLinkPredDataset``. The triples of all splits filter.
 
         Args:
             data (torch_geometric.data.Data): the graph.
@@ -142,15 +147,13 @@ class LinkPredictionEvaluator:
                 ``"test"``. (default: ``"test"``)
             filtered (bool, optional): filter known triples. (default: :obj:`True`)
         """
-        name = {"valid": "val", "validation": "val"}.get(split, split)
-        if name not in ("train", "val", "test"):
-            raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
-        triples = torch.stack([data.edge_index[0], data.edge_type, data.edge_index[1]], dim=1)
+        if split == "all":
+            raise ValueError("split must be 'train', 'val' or 'test', got 'all'")
         return cls(
-            triples[getattr(data, f"{name}_mask")],
-            triples if filtered else None,
+            kg_triples(data, split),
+            kg_triples(data, "all") if filtered else None,
             int(data.num_nodes),
-            int(data.num_relations),
+            num_kg_relations(data),
         )
 
     # --------------------------------------------------------------- filter
@@ -258,9 +261,12 @@ class LinkPredictionEvaluator:
         on the CPU. Runs under :func:`torch.no_grad`.
 
         Args:
-            score_fn (callable): ``score_fn(entities, relations)`` returning
-                the scores ``[B, N]`` of every candidate answer (higher is
-                better); ``relations`` holds ids in ``[0, 2R)``.
+            score_fn (callable or KGEModel): ``score_fn(entities, relations)``
+                returning the scores ``[B, N]`` of every candidate answer
+                (higher is better); ``relations`` holds ids in ``[0, 2R)``.
+                A :class:`torch_geometric.nn.kge.KGEModel` is scored by
+                :func:`~torch_wge.evaluation.kge_score_fn` (put it in eval
+                mode first).
             batch_size (int, optional): queries per call of ``score_fn``.
                 (default: ``1024``)
             start (int, optional): first query. (default: ``0``)
@@ -278,6 +284,8 @@ class LinkPredictionEvaluator:
         """
         if rank_type not in RANK_TYPES:
             raise ValueError(f"rank_type must be one of {RANK_TYPES}, got {rank_type!r}")
+        if isinstance(score_fn, KGEModel):
+            score_fn = kge_score_fn(score_fn, self.num_relations)
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         start, stop = self._check_range(start, stop)
@@ -339,8 +347,23 @@ class LinkPredictionEvaluator:
         device: Optional[Union[torch.device, str]] = None,
         rank_type: RankType = "realistic",
     ) -> LinkPredictionResults:
-        """``summarize(compute_ranks(score_fn, batch_size, progress=progress))``
-        over all queries."""
+        r"""Filtered link-prediction metrics of a model: the entry point for
+        any model. ``score_fn(entities [B], relations [B])`` scores every
+        entity as the answer of the queries :math:`(e_b, r_b, ?)` (relation
+        ids :math:`r + R` ask for heads); a PyG
+        :class:`~torch_geometric.nn.kge.KGEModel` may be passed as it is and
+        scores all candidates of a batch in one call
+        (:func:`~torch_wge.evaluation.kge_score_fn`). Same as
+        ``summarize(compute_ranks(score_fn, batch_size, progress=progress))``.
+
+        Example:
+            >>> from torch_geometric.nn.kge import DistMult
+            >>> known = torch.tensor([[0, 0, 1], [1, 1, 2], [2, 0, 3]])
+            >>> ev = LinkPredictionEvaluator(known[2:], known, num_entities=4, num_relations=2)
+            >>> results = ev.evaluate(DistMult(num_nodes=4, num_relations=2, hidden_channels=8))
+            >>> results.num_queries, 0 < results["both.mrr"] <= 1
+            (2, True)
+        """
         ranks = self.compute_ranks(
             score_fn, batch_size, progress=progress, device=device, rank_type=rank_type
         )

@@ -1,10 +1,10 @@
 from typing import Dict, Tuple
 
-import torch
 import torch_geometric.transforms as T
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
+from torch_wge.data import kg_triples, num_kg_relations
 from torch_wge.datasets import DATASETS, get_dataset
 from torch_wge.training.config import TrainConfig
 from torch_wge.transforms import EntityFocusedTransform, LeviGraphTransform, RelationFocusedTransform
@@ -45,19 +45,17 @@ def load_data(config: TrainConfig) -> Tuple[InMemoryDataset, Data]:
 
 
 def split_triples(data: Data, split: str) -> Tensor:
-    """Triples ``[T, 3]`` as ``(head, relation, tail)`` of ``split`` (train, valid, test or all)."""
-    triples = torch.stack([data.edge_index[0], data.edge_type, data.edge_index[1]], dim=1)
-    if split == "all":
-        return triples
-    if split not in SPLITS:
+    """Triples ``[T, 3]`` as ``(head, relation, tail)`` of ``split`` (train, valid, test or all),
+    from any layout of :mod:`torch_wge.data.knowledge_graph`."""
+    if split not in SPLITS and split != "all":
         raise ValueError(f"unknown split {split!r}; expected one of {sorted(SPLITS)} or 'all'")
-    return triples[data[SPLITS[split]]]
+    return kg_triples(data, split)
 
 
 def graph_sizes(data: Data) -> Dict[str, int]:
     """Sizes that identify a graph; stored in checkpoints to catch mismatches."""
     return {
         "num_entities": int(data.num_nodes),
-        "num_relations": int(data.num_relations),
-        **{f"num_{split}": int(data[mask].sum()) for split, mask in SPLITS.items()},
+        "num_relations": num_kg_relations(data),
+        **{f"num_{split}": int(kg_triples(data, split).size(0)) for split in SPLITS},
     }

@@ -8,8 +8,9 @@ from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.nn import WGE
 from torch_wge.training.checkpoint import check_compatible, load_checkpoint
 from torch_wge.training.config import TrainConfig
-from torch_wge.training.data import graph_sizes, load_data, split_triples
+from torch_wge.data import num_kg_relations
 from torch_wge.evaluation.sharding import sharded_ranks
+from torch_wge.training.data import graph_sizes, graph_transform, load_data, split_triples
 from torch_wge.training.distributed import DistributedContext
 from torch_wge.training.model import build_model, resolve_device
 
@@ -41,19 +42,26 @@ def evaluate_model(
 
 
 def load_trained(
-    checkpoint: Union[str, Path], root: Optional[str] = None, device: Optional[str] = None
-) -> Tuple[WGE, TrainConfig, InMemoryDataset, Data]:
+    checkpoint: Union[str, Path], root: Optional[str] = None, device: Optional[str] = None,
+    data: Optional[Data] = None,
+) -> Tuple[WGE, TrainConfig, Optional[InMemoryDataset], Data]:
     """The model of a ``best.pt`` or ``last.pt`` checkpoint, in eval mode, with
-    the dataset it was trained on (loaded from ``root`` or the run's own root).
+    the dataset it was trained on (loaded from ``root`` or the run's own root),
+    or with the knowledge graph ``data`` it was trained on, passed from Python
+    (any layout of :mod:`torch_wge.data.knowledge_graph`; the dataset is then
+    :obj:`None` and the graph views are built with the checkpoint's settings).
 
     Raises:
-        CheckpointError: if the file is unreadable or the dataset found does not match it.
+        CheckpointError: if the file is unreadable or the graph does not match it.
     """
     state = load_checkpoint(checkpoint)
     config = TrainConfig.from_dict(state["config"])
     config.root = root or config.root
     config.device = device
-    dataset, data = load_data(config)
+    if data is None:
+        dataset, data = load_data(config)
+    else:
+        dataset, data = None, graph_transform(config)(data.clone())
     check_compatible(state, config.to_dict(), graph_sizes(data), checkpoint)
     model = build_model(config, data).to(resolve_device(device))
     model.load_state_dict(state["model"])
@@ -67,18 +75,21 @@ def graph_inputs_on(model: WGE, data: Data) -> Dict[str, Any]:
 
 def evaluate_checkpoint(
     checkpoint: Union[str, Path], split: str = "test", root: Optional[str] = None, device: Optional[str] = None,
-    progress: bool = False,
-) -> Tuple[LinkPredictionResults, InMemoryDataset]:
-    """Filtered link-prediction metrics of a checkpoint on ``split``; returns them and the dataset."""
-    model, config, dataset, data = load_trained(checkpoint, root, device)
-    evaluator = LinkPredictionEvaluator(
-        split_triples(data, split), split_triples(data, "all"), int(data.num_nodes), int(data.num_relations)
-    )
+    progress: bool = False, data: Optional[Data] = None,
+) -> Tuple[LinkPredictionResults, Optional[InMemoryDataset]]:
+    """Filtered link-prediction metrics of a checkpoint on ``split``; returns them and the dataset
+    (:obj:`None` when the graph is passed as ``data``, see :func:`load_trained`)."""
+    model, config, dataset, data = load_trained(checkpoint, root, device, data)
+    evaluator = LinkPredictionEvaluator.from_data(data, split)
     results = evaluate_model(model, graph_inputs_on(model, data), evaluator, config.eval_batch_size, progress)
     return results, dataset
 
 
-def _index(names: List[str], name: str, kind: str, dataset: str) -> int:
+def _index(names: Optional[List[str]], name: Union[str, int], kind: str, dataset: str, count: int) -> int:
+    if names is None:  # a graph passed from Python: integer ids
+        if str(name).isdigit() and int(name) < count:
+            return int(name)
+        raise ValueError(f"{kind} {name!r} must be an id in [0, {count}) of the graph passed as data")
     try:
         return names.index(name)
     except ValueError:
@@ -87,11 +98,13 @@ def _index(names: List[str], name: str, kind: str, dataset: str) -> int:
 
 @torch.no_grad()
 def predict(
-    checkpoint: Union[str, Path], entity: str, relation: str, predict_tails: bool = True, top_k: int = 10,
-    filter_known: bool = False, root: Optional[str] = None, device: Optional[str] = None,
+    checkpoint: Union[str, Path], entity: Union[str, int], relation: Union[str, int], predict_tails: bool = True,
+    top_k: int = 10, filter_known: bool = False, root: Optional[str] = None, device: Optional[str] = None,
+    data: Optional[Data] = None,
 ) -> List[Dict[str, Any]]:
     """Top-``k`` answers of ``(entity, relation, ?)`` (or ``(?, relation, entity)``
-    with ``predict_tails=False``), identifiers as in the dataset's files.
+    with ``predict_tails=False``), identifiers as in the dataset's files, or
+    integer ids when the graph is passed as ``data`` (see :func:`load_trained`).
 
     Returns:
         One dict per answer, best first: ``entity`` (identifier), ``label``
@@ -100,10 +113,12 @@ def predict(
     """
     if top_k <= 0:
         raise ValueError(f"top-k must be positive, got {top_k}")
-    model, config, dataset, data = load_trained(checkpoint, root, device)
-    num_relations = int(data.num_relations)
-    query_entity = _index(list(dataset.entity_names), entity, "entity", config.dataset)
-    query_relation = _index(list(dataset.relation_names), relation, "relation", config.dataset)
+    model, config, dataset, data = load_trained(checkpoint, root, device, data)
+    num_relations = num_kg_relations(data)
+    entity_names = None if dataset is None else list(dataset.entity_names)
+    relation_names = None if dataset is None else list(dataset.relation_names)
+    query_entity = _index(entity_names, entity, "entity", config.dataset, int(data.num_nodes))
+    query_relation = _index(relation_names, relation, "relation", config.dataset, num_relations)
     if not predict_tails:
         query_relation += num_relations
     encoded = model.encode(**graph_inputs_on(model, data))
@@ -118,13 +133,15 @@ def predict(
         known = triples[(triples[:, 2] == query_entity) & (triples[:, 1] == query_relation - num_relations), 0]
     is_known = torch.zeros_like(scores, dtype=torch.bool)
     is_known[known] = True
-    if filter_known:
+    candidates = scores.numel()
+    if filter_known:  # known answers are left out, never listed last
         scores = scores.masked_fill(is_known, float("-inf"))
-    values, indices = scores.topk(min(top_k, scores.numel()))
+        candidates -= int(is_known.sum())
+    values, indices = scores.topk(min(top_k, candidates))
     labels = getattr(dataset, "entity_labels", None)
     return [
         {
-            "entity": dataset.entity_names[i],
+            "entity": i if entity_names is None else entity_names[i],
             "label": labels[i] if labels else None,
             "score": float(v),
             "known": bool(is_known[i]),

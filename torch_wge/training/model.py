@@ -3,6 +3,7 @@ from typing import Optional
 import torch
 from torch_geometric.data import Data
 
+from torch_wge.data import num_kg_relations
 from torch_wge.nn import WGE
 from torch_wge.training.config import TrainConfig
 
@@ -18,7 +19,7 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
     """The :class:`~torch_wge.nn.WGE` model that ``config`` describes, for ``data``'s sizes."""
     return WGE(
         int(data.num_nodes),
-        int(data.num_relations),
+        num_kg_relations(data),
         channels=config.channels,
         num_layers=config.num_layers,
         alpha0=config.alpha0,

@@ -5,25 +5,20 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from torch_wge.data import kg_triples, num_kg_relations
 
-def training_triples(data: Data) -> Tuple[Tensor, Tensor, Tensor]:
+
+def training_triples(data: Data) -> Tuple[Tensor, Tensor, Tensor, int]:
     r"""Returns the heads, relations and tails of the training triples of
-    :obj:`data` (all triples when it has no :obj:`train_mask`).
+    :obj:`data` and the number of relations :math:`R`, in any layout of
+    :mod:`torch_wge.data.knowledge_graph` (data without a :obj:`train_mask`
+    is refused, never read as all-training).
 
     Shapes:
-        - **output:** three long tensors of shape :math:`(|E_{train}|)`
+        - **output:** three long tensors of shape :math:`(|E_{train}|)` and an int
     """
-    if data.edge_index is None or getattr(data, 'edge_type', None) is None:
-        raise ValueError("graph-view transforms need 'edge_index' and "
-                         "'edge_type' (one knowledge graph triple per edge)")
-    if getattr(data, 'num_relations', None) is None:
-        raise ValueError("graph-view transforms need 'num_relations' on the "
-                         "data object")
-    edge_index, edge_type = data.edge_index, data.edge_type
-    mask = getattr(data, 'train_mask', None)
-    if mask is not None:
-        edge_index, edge_type = edge_index[:, mask], edge_type[mask]
-    return edge_index[0], edge_type, edge_index[1]
+    head, rel, tail = kg_triples(data, "train").unbind(1)
+    return head, rel, tail, num_kg_relations(data)
 
 
 def undirected_edges(src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:

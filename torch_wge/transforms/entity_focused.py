@@ -20,13 +20,16 @@ class EntityFocusedTransform(BaseTransform):
     :func:`torch_geometric.utils.to_undirected` does), duplicates are
     collapsed and triples :math:`(h, r, h)` give no edge: no self loops are
     added (a GCN layer adds its own). Only the triples selected by
-    :obj:`data.train_mask` are read (all triples when there is no mask), so
-    validation and test triples never leak into the view.
+    :obj:`data.train_mask` are read (or :obj:`train_edge_index` in the
+    layout of :class:`~torch_geometric.datasets.RelLinkPredDataset`), so
+    validation and test triples never leak into the view; data without
+    training triples is refused.
 
-    The input is a :class:`~torch_geometric.data.Data` in the layout of
-    :mod:`torch_wge.datasets`: :obj:`edge_index` (head, tail),
-    :obj:`edge_type`, :obj:`train_mask`, :obj:`num_nodes`,
-    :obj:`num_relations`. The transform adds
+    The input is a :class:`~torch_geometric.data.Data` in one of the
+    layouts of :mod:`torch_wge.data.knowledge_graph`, e.g.
+    :obj:`edge_index` (head, tail), :obj:`edge_type`, :obj:`train_mask`,
+    :obj:`num_nodes` (as :mod:`torch_wge.datasets` and PyG's
+    :class:`~torch_geometric.datasets.WordNet18RR` store it). The transform adds
 
     - :obj:`ef_edge_index` (LongTensor :math:`(2, 2U)`): the undirected
       entity graph, sorted by (row, column), over the :obj:`num_nodes`
@@ -44,7 +47,7 @@ class EntityFocusedTransform(BaseTransform):
                 [1, 0]])
     """
     def forward(self, data: Data) -> Data:
-        head, _, tail = training_triples(data)
+        head, _, tail, _ = training_triples(data)
         data.ef_edge_index = undirected_edges(head, tail, data.num_nodes)
         return data
 

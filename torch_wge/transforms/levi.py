@@ -27,7 +27,8 @@ class LeviGraphTransform(BaseTransform):
     entity and a relation node). Relation nodes are shared by all triples of
     their relation, so this is the Levi graph with relation types merged,
     not one node per triple. Only the triples selected by
-    :obj:`data.train_mask` are read (all triples when there is no mask).
+    :obj:`data.train_mask` are read (see
+    :mod:`torch_wge.data.knowledge_graph` for the other layouts).
 
     Adds:
         - :obj:`levi_edge_index` (LongTensor :math:`(2, |\mathcal{E}_{levi}|)`,
@@ -39,7 +40,7 @@ class LeviGraphTransform(BaseTransform):
         >>> from torch_geometric.data import Data
         >>> data = Data(edge_index=torch.tensor([[0], [1]]),
         ...             edge_type=torch.tensor([0]), num_nodes=2,
-        ...             num_relations=1)
+        ...             train_mask=torch.tensor([True]))
         >>> data = LeviGraphTransform()(data)
         >>> data.levi_num_nodes  # entities 0, 1; r0 is node 2, r0^-1 node 3
         4
@@ -48,8 +49,8 @@ class LeviGraphTransform(BaseTransform):
         [[0, 2], [0, 3], [1, 2], [1, 3]]
     """
     def forward(self, data: Data) -> Data:
-        head, rel, tail = training_triples(data)
-        N, R = int(data.num_nodes), int(data.num_relations)
+        head, rel, tail, R = training_triples(data)
+        N = int(data.num_nodes)
         rel_node = N + rel
         inv_node = N + R + rel
         src = torch.cat([head, rel_node, tail, inv_node])

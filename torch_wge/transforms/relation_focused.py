@@ -254,8 +254,8 @@ def relation_focused_constraints(
     :obj:`max_chunk_products` products.
 
     Args:
-        data (torch_geometric.data.Data): A knowledge graph in the layout of
-            :mod:`torch_wge.datasets`.
+        data (torch_geometric.data.Data): A knowledge graph in a layout of
+            :mod:`torch_wge.data.knowledge_graph`.
         beta (float, optional): Fraction of the ranked :math:`(r_s, r_o)`
             pairs to keep, in :math:`[0, 1]`. (default: :obj:`0.2`)
         return_constraints (bool, optional): If :obj:`False`, only the pair
@@ -274,14 +274,14 @@ def relation_focused_constraints(
         >>> # 0 -r0-> 1 -r1-> 2
         >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 2]]),
         ...             edge_type=torch.tensor([0, 1]), num_nodes=3,
-        ...             num_relations=2)
+        ...             train_mask=torch.tensor([True, True]))
         >>> out = relation_focused_constraints(data, beta=1.0)
         >>> out.constraints.tolist()  # (r0, 1, r1) and (r1^-1, 1, r0^-1)
         [[0, 1, 1], [3, 1, 2]]
     """
-    head, rel, tail = training_triples(data)
+    head, rel, tail, num_relations = training_triples(data)
     return _extract(head, rel, tail, int(data.num_nodes),
-                    int(data.num_relations), beta, return_constraints,
+                    num_relations, beta, return_constraints,
                     return_incidences=False,
                     max_products=max_chunk_products).result
 
@@ -330,8 +330,8 @@ class RelationFocusedTransform(BaseTransform):
     relation :math:`r` is node :math:`|\mathcal{V}| + r` and its inverse
     :math:`r^{-1}` is node :math:`|\mathcal{V}| + |\mathcal{R}| + r`.
 
-    Only the triples selected by :obj:`data.train_mask` are read (all
-    triples when there is no mask). On CoDEx-S, :obj:`beta=0.2` keeps 330 of
+    Only the training triples are read (:obj:`data.train_mask`, or another
+    layout of :mod:`torch_wge.data.knowledge_graph`). On CoDEx-S, :obj:`beta=0.2` keeps 330 of
     1,638 pairs (cut-off count 47) and 59,744 of 71,756 constraints, which
     give 20,630 undirected relation-entity edges. The research code of the
     paper never adds the :math:`\{r_s, r_o\}` edges; set
@@ -363,7 +363,7 @@ class RelationFocusedTransform(BaseTransform):
         >>> # 0 -r0-> 1 -r1-> 2, with 3 entities and 2 relations
         >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 2]]),
         ...             edge_type=torch.tensor([0, 1]), num_nodes=3,
-        ...             num_relations=2)
+        ...             train_mask=torch.tensor([True, True]))
         >>> data = RelationFocusedTransform(beta=1.0)(data)
         >>> data.rf_num_nodes  # entities 0-2, r0, r1, r0^-1, r1^-1
         7
@@ -383,8 +383,8 @@ class RelationFocusedTransform(BaseTransform):
                 f"and relation_edges=False would have no edges; enable one")
 
     def forward(self, data: Data) -> Data:
-        head, rel, tail = training_triples(data)
-        N, R = int(data.num_nodes), int(data.num_relations)
+        head, rel, tail, R = training_triples(data)
+        N = int(data.num_nodes)
         ext = _extract(head, rel, tail, N, R, self.beta,
                        return_constraints=False,
                        return_incidences=self.predicate_entities)

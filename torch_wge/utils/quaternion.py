@@ -45,7 +45,8 @@ def quaternion_components(q: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     r"""Splits ``q`` of shape ``[..., 4n]`` into its four ``[..., n]`` blocks
     :math:`(q_r, q_i, q_j, q_k)` (views, no copy)."""
     check_quaternion_size(q.size(-1), "last dimension")
-    return q.chunk(4, dim=-1)  # type: ignore[return-value]
+    q_r, q_i, q_j, q_k = q.chunk(4, dim=-1)
+    return q_r, q_i, q_j, q_k
 
 
 def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
@@ -125,14 +126,6 @@ def quaternion_inner(q: Tensor, p: Tensor) -> Tensor:
     return (q * p).sum(dim=-1)
 
 
-# For the block (a, b) of the real matrix (a: input component, b: output
-# component in r, i, j, k order): which weight block it holds and its sign.
-_BLOCK_INDEX = torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2], [2, 3, 0, 1], [3, 2, 1, 0]])
-_BLOCK_SIGN = torch.tensor(
-    [[1.0, 1.0, 1.0, 1.0], [-1.0, 1.0, 1.0, -1.0], [-1.0, -1.0, 1.0, 1.0], [-1.0, 1.0, -1.0, 1.0]]
-)
-
-
 def quaternion_matrix(weight: Tensor) -> Tensor:
     r"""The real matrix :math:`M` of a quaternion weight matrix
     :math:`\mathbf{W} = W_r + W_i\mathsf{i} + W_j\mathsf{j} + W_k\mathsf{k}`,
@@ -147,16 +140,20 @@ def quaternion_matrix(weight: Tensor) -> Tensor:
         \end{bmatrix}
 
     which is the transpose of the paper's block matrix (its rows act on column
-    vectors). Built with one gather, so the product with node features is a
-    single matmul.
+    vectors). The product with node features is then a single matmul.
 
     Shapes: ``weight [4, n_in, n_out]`` (the blocks :math:`W_r, W_i, W_j, W_k`)
     gives ``[4 n_in, 4 n_out]``.
     """
     if weight.dim() != 3 or weight.size(0) != 4:
         raise ValueError(f"expected a quaternion weight of shape [4, n_in, n_out], got {list(weight.shape)}")
-    n_in, n_out = weight.shape[1:]
-    index = _BLOCK_INDEX.to(weight.device)
-    sign = _BLOCK_SIGN.to(device=weight.device, dtype=weight.dtype)
-    blocks = weight[index] * sign[:, :, None, None]  # [4 (in comp), 4 (out comp), n_in, n_out]
-    return blocks.permute(0, 2, 1, 3).reshape(4 * n_in, 4 * n_out)
+    w_r, w_i, w_j, w_k = weight.unbind(0)
+    return torch.cat(
+        [
+            torch.cat([w_r, w_i, w_j, w_k], dim=1),
+            torch.cat([-w_i, w_r, w_k, -w_j], dim=1),
+            torch.cat([-w_j, -w_k, w_r, w_i], dim=1),
+            torch.cat([-w_k, w_j, -w_i, w_r], dim=1),
+        ],
+        dim=0,
+    )

@@ -1,15 +1,19 @@
 import math
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from torch import Tensor
 from torch.nn import Parameter
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.typing import Adj, OptTensor, SparseTensor
+from torch_geometric.typing import Adj, OptPairTensor, OptTensor, SparseTensor
 from torch_geometric.utils import spmm
 
 from torch_wge.utils.quaternion import check_quaternion_size, quaternion_matrix
+
+#: :func:`gcn_norm` run eagerly inside a :func:`torch.compile` region (one
+#: graph break): TorchDynamo cannot trace it on a ``torch.sparse`` adjacency.
+_eager_gcn_norm = torch.compiler.disable(gcn_norm)
 
 
 class QuaternionGCNConv(MessagePassing):
@@ -75,7 +79,7 @@ class QuaternionGCNConv(MessagePassing):
         torch.Size([3, 16])
     """
 
-    _cached_edge_index: Optional[Tuple[Tensor, Tensor]]
+    _cached_edge_index: Optional[OptPairTensor]
     _cached_adj_t: Optional[SparseTensor]
 
     def __init__(
@@ -138,7 +142,7 @@ class QuaternionGCNConv(MessagePassing):
             )
         if x.size(-1) != self.in_channels:
             raise ValueError(
-                f"'{self.__class__.__name__}' expected {self.in_channels} input "
+                f"'QuaternionGCNConv' expected {self.in_channels} input "
                 f"channels, got node features of shape {list(x.shape)}"
             )
 
@@ -146,7 +150,11 @@ class QuaternionGCNConv(MessagePassing):
             if isinstance(edge_index, Tensor):
                 cache = self._cached_edge_index
                 if cache is None:
-                    edge_index, edge_weight = gcn_norm(
+                    if torch.jit.is_scripting():
+                        norm = gcn_norm
+                    else:
+                        norm = _eager_gcn_norm
+                    edge_index, edge_weight = norm(
                         edge_index, edge_weight, x.size(self.node_dim), False,
                         self.add_self_loops, self.flow, x.dtype)
                     if self.cached:
@@ -165,6 +173,7 @@ class QuaternionGCNConv(MessagePassing):
                     edge_index = cache
 
         x = x @ self.quaternion_matrix()
+        # propagate_type: (x: Tensor, edge_weight: OptTensor)
         out = self.propagate(edge_index, x=x, edge_weight=edge_weight)
         if self.bias is not None:
             out = out + self.bias

@@ -1,3 +1,5 @@
+from torch_wge.nn.kge.quate import QuatE
 from torch_wge.nn.kge.quate_decoder import QuatEDecoder
+from torch_wge.nn.kge.wge_kge import WGEKGE
 
-__all__ = ["QuatEDecoder"]
+__all__ = ["QuatE", "QuatEDecoder", "WGEKGE"]

@@ -53,6 +53,7 @@ class QuatEDecoder(torch.nn.Module):
         if self.batch_norm is not None:
             self.batch_norm.reset_parameters()
 
+    @torch.jit.export
     def query(self, h: Tensor, r: Tensor) -> Tensor:
         r"""The query vector
         :math:`\mathrm{drop}(\mathrm{BN}(\mathbf{x}_h \otimes \mathbf{r}^{\triangleleft}))`
@@ -66,6 +67,7 @@ class QuatEDecoder(torch.nn.Module):
         """Scores of the triples ``(h[b], r[b], t[b])``, shape ``[B]``."""
         return (self.query(h, r) * t).sum(dim=-1)
 
+    @torch.jit.export
     def score_all(self, h: Tensor, r: Tensor, x: Tensor) -> Tensor:
         """Scores of ``(h[b], r[b], x[n])`` for every candidate tail ``n``, shape ``[B, N]``."""
         return self.query(h, r) @ x.t()

@@ -5,7 +5,6 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.typing import Adj
-from torch_geometric.utils import to_torch_csr_tensor
 
 from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss
@@ -13,6 +12,7 @@ from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.utils.quaternion import (
     check_quaternion_size, hamilton_product, normalize_quaternion, quaternion_conjugate, quaternion_norm,
 )
+from torch_wge.utils.sparse import csr_adjacency
 
 #: Encoder views of WGE and its single-view ablations: which graphs each uses.
 VIEWS = {
@@ -98,6 +98,7 @@ class WGE(torch.nn.Module):
 
     Example:
         >>> model = WGE(num_entities=5, num_relations=2, channels=8, num_layers=1)
+        >>> model = model.eval()  # batch norm on one query needs the running statistics
         >>> ef = torch.tensor([[0, 1], [1, 0]]); rf = torch.tensor([[0, 5], [5, 0]])
         >>> encoded = model.encode(ef, rf)
         >>> model.score_all(encoded, torch.tensor([0]), torch.tensor([1])).shape
@@ -192,14 +193,9 @@ class WGE(torch.nn.Module):
             )
         inputs = {arg: data[attr] for arg, attr in wanted.items()}
         if sparse:
-            sizes = {"ef_edge_index": int(data.num_nodes), "rf_edge_index": int(data.num_nodes) + 2 * int(data.num_relations)}
+            sizes = {"ef_edge_index": int(data.num_nodes), "rf_edge_index": int(data.num_nodes) + 2 * self.num_relations}
             dtype = self.entity_embedding.weight.dtype
-            inputs = {
-                arg: to_torch_csr_tensor(
-                    edge_index.flip(0), torch.ones(edge_index.size(1), dtype=dtype), size=(sizes[arg], sizes[arg])
-                )
-                for arg, edge_index in inputs.items()
-            }
+            inputs = {arg: csr_adjacency(edge_index, sizes[arg], dtype) for arg, edge_index in inputs.items()}
         return inputs
 
     def encode(self, ef_edge_index: Optional[Adj] = None, rf_edge_index: Optional[Adj] = None) -> EncodedGraph:
@@ -302,7 +298,17 @@ class WGE(torch.nn.Module):
         ef_edge_index: Optional[Adj] = None,
         rf_edge_index: Optional[Adj] = None,
     ) -> Tensor:
-        """Encodes the graph and scores ``(heads[b], relations[b])`` against every entity, ``[B, N]``."""
+        """Encodes the graph and scores ``(heads[b], relations[b])`` against every entity, ``[B, N]``.
+        The graph arguments are adjacencies (``[2, E]`` or sparse), never tail
+        indices: to score given triples ``(h, r, t)`` use
+        :class:`torch_wge.nn.kge.WGEKGE`."""
+        for name, adj in (("ef_edge_index", ef_edge_index), ("rf_edge_index", rf_edge_index)):
+            if isinstance(adj, Tensor) and adj.layout == torch.strided and (adj.dim() != 2 or adj.size(0) != 2):
+                raise ValueError(
+                    f"'{self.__class__.__name__}.forward(heads, relations, ef_edge_index, rf_edge_index)' got "
+                    f"{name} of shape {list(adj.shape)}, not a [2, E] graph; it scores against every entity, "
+                    f"so to score triples (h, r, t) use torch_wge.nn.kge.WGEKGE"
+                )
         return self.score_all(self.encode(ef_edge_index, rf_edge_index), heads, relations)
 
     def __repr__(self) -> str:

@@ -1,0 +1,72 @@
+"""torch.jit.script of the layer and the decoder, torch.compile of WGE with its
+default (CSR) graph inputs: each compared with the eager module."""
+import copy
+
+import pytest
+import torch
+import torch_geometric.transforms as T
+
+from torch_wge.nn import WGE, QuaternionGCNConv, QuatEDecoder
+from torch_wge.testing import random_kg
+from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+
+
+# torch 2.13 marks torch.jit.script deprecated; PyG's own convs still support it
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script.*` is deprecated:DeprecationWarning")
+
+
+def test_script_quaternion_gcn_conv_matches_eager():
+    torch.manual_seed(0)
+    conv = QuaternionGCNConv(8, 12).double()
+    scripted = torch.jit.script(conv)
+    x = torch.randn(5, 8, dtype=torch.float64)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 0]])
+    weight = torch.rand(5, dtype=torch.float64)
+    assert torch.allclose(scripted(x, edge_index), conv(x, edge_index), atol=1e-12)
+    assert torch.allclose(scripted(x, edge_index, weight), conv(x, edge_index, weight), atol=1e-12)
+    # the scripted layer's gradient w.r.t. the quaternion weight is eager's
+    (grad_scripted,) = torch.autograd.grad(scripted(x, edge_index).sum(), scripted.weight)
+    (grad_eager,) = torch.autograd.grad(conv(x, edge_index).sum(), conv.weight)
+    assert torch.allclose(grad_scripted, grad_eager, atol=1e-12)
+
+
+def test_script_quate_decoder_matches_eager():
+    torch.manual_seed(0)
+    decoder = QuatEDecoder(8).double().eval()
+    decoder.batch_norm.running_mean.uniform_(-1, 1)  # a non-trivial batch norm
+    scripted = torch.jit.script(decoder)
+    h, r, t, x = (torch.randn(n, 8, dtype=torch.float64) for n in (3, 3, 3, 6))
+    assert torch.allclose(scripted(h, r, t), decoder(h, r, t), atol=1e-12)
+    assert torch.allclose(scripted.score_all(h, r, x), decoder.score_all(h, r, x), atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(random_kg(30, 3, 120, seed=1))
+
+
+def test_compile_wge_inference_and_training_match_eager(data):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager = WGE(30, 3, channels=8, num_layers=2, dropout=0.0).double()
+    model = copy.deepcopy(eager)  # fresh caches: the graph is normalised inside the compiled region
+    inputs = model.graph_inputs(data)  # the default: torch.sparse_csr adjacencies
+    assert all(adj.layout == torch.sparse_csr for adj in inputs.values())
+    heads, relations = torch.tensor([0, 1, 2, 7]), torch.tensor([0, 1, 4, 5])
+    positives = torch.tensor([[0, 1, 2, 3, 3], [3, 4, 5, 0, 9]])
+
+    def step(m):
+        return m.loss(m.encode(**inputs), heads, relations, positives)
+
+    compiled_step = torch.compile(step, backend="aot_eager")
+    loss = compiled_step(model.train())
+    loss.backward()
+    reference = step(eager.train())
+    reference.backward()
+    assert torch.allclose(loss, reference, atol=1e-12)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-10), name
+
+    compiled = torch.compile(model.eval(), backend="aot_eager")
+    with torch.no_grad():
+        assert torch.allclose(compiled(heads, relations, **inputs), eager.eval()(heads, relations, **inputs), atol=1e-12)

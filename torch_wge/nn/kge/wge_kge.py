@@ -1,0 +1,93 @@
+from typing import Callable
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.nn.kge import KGEModel
+
+from torch_wge.nn.models.wge import WGE
+
+
+class WGEKGE(KGEModel):
+    r"""WGE (:class:`~torch_wge.nn.WGE`) behind the interface of
+    :class:`torch_geometric.nn.kge.KGEModel`, so that code written for PyG's
+    KGE models (:meth:`forward` on triples, :meth:`loss`, :meth:`loader`,
+    :meth:`test`, :meth:`random_sample`) trains and evaluates WGE.
+
+    WGE encodes the whole graph before it scores: every call runs the
+    encoder over the graph views of :obj:`data` (made by the transforms of
+    :mod:`torch_wge.transforms`). :meth:`forward` returns the score
+    :math:`f(h, r, t) = \sum_k \alpha_k f_k(h, r, t)` of each triple;
+    relation ids :math:`r + R` are the inverses. :meth:`loss` is WGE's 1-N
+    binary cross-entropy of the batch's queries :math:`(h, r, ?)` and
+    :math:`(t, r^{-1}, ?)` against all entities (the negatives are all other
+    entities, so :meth:`random_sample` is not used). For ranking,
+    :meth:`query_score_fn` encodes once and scores queries against all
+    entities; :meth:`torch_wge.evaluation.LinkPredictionEvaluator.evaluate`
+    uses it. The :obj:`node_emb` and :obj:`rel_emb` of
+    :class:`~torch_geometric.nn.kge.KGEModel` are WGE's embeddings.
+
+    Args:
+        num_nodes (int): The number of entities.
+        num_relations (int): The number of relations :math:`R` (without inverses).
+        hidden_channels (int): The number of quaternions of each embedding
+            (WGE's :obj:`channels` is :obj:`4 * hidden_channels`).
+        data (torch_geometric.data.Data): The knowledge graph with the graph
+            views the model's :obj:`views` need.
+        **kwargs (optional): Further arguments of :class:`~torch_wge.nn.WGE`
+            (:obj:`num_layers`, :obj:`alpha0`, :obj:`dropout`, ...).
+
+    Example:
+        >>> import torch_geometric.transforms as T
+        >>> from torch_wge.testing import random_kg
+        >>> from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+        >>> data = T.Compose([EntityFocusedTransform(), RelationFocusedTransform()])(random_kg(20, 3, 60))
+        >>> model = WGEKGE(20, 3, hidden_channels=2, data=data, num_layers=1).eval()
+        >>> model(torch.tensor([0, 1]), torch.tensor([2, 0]), torch.tensor([5, 6])).shape
+        torch.Size([2])
+    """
+
+    def __init__(self, num_nodes: int, num_relations: int, hidden_channels: int, data: Data, **kwargs):
+        torch.nn.Module.__init__(self)
+        self.num_nodes = num_nodes
+        self.num_relations = num_relations
+        self.hidden_channels = hidden_channels
+        self.wge = WGE(num_nodes, num_relations, channels=4 * hidden_channels, **kwargs)
+        self.data = data
+        self.wge.graph_inputs(data)  # fails early when a view is missing
+        self._graph_inputs, self._graph_key = {}, None
+
+    @property
+    def node_emb(self) -> torch.nn.Embedding:
+        return self.wge.entity_embedding
+
+    @property
+    def rel_emb(self) -> torch.nn.Embedding:
+        return self.wge.relation_embedding
+
+    def reset_parameters(self):
+        self.wge.reset_parameters()
+
+    def _encode(self):
+        weight = self.wge.entity_embedding.weight
+        if self._graph_key != (weight.device, weight.dtype):  # adjacencies in the embeddings' device and dtype
+            self._graph_inputs = {k: v.to(weight.device) for k, v in self.wge.graph_inputs(self.data).items()}
+            self._graph_key = (weight.device, weight.dtype)
+        return self.wge.encode(**self._graph_inputs)
+
+    def forward(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
+        scores = self.wge.score_all(self._encode(), head_index, rel_type)
+        return scores.gather(1, tail_index.view(-1, 1)).view(-1)
+
+    def loss(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
+        heads = torch.cat([head_index, tail_index])
+        relations = torch.cat([rel_type, rel_type + self.num_relations])
+        positives = torch.stack([torch.arange(heads.numel(), device=heads.device), torch.cat([tail_index, head_index])])
+        return self.wge.loss(self._encode(), heads, relations, positives)
+
+    def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
+        r"""Encodes the graph once and returns ``score_fn(entities [B],
+        relations [B]) -> [B, N]``, the scores of every entity as the answer
+        of :math:`(e_b, r_b, ?)`, relation ids in :math:`[0, 2R)`."""
+        encoded = self._encode()
+        return lambda entities, relations: self.wge.score_all(encoded, entities, relations)
