@@ -6,7 +6,10 @@ r"""Graph views of a knowledge graph as PyG transforms.
 - :class:`LeviGraphTransform`: one Levi graph (``levi_edge_index``,
   ``levi_num_nodes``)
 
-All read only the training triples (``train_mask``).
+All read only the training triples (``train_mask``) and return a
+:class:`TwoViewData`, which batches the views by their own node counts;
+:obj:`ENTITY_FOCUSED`, :obj:`RELATION_FOCUSED` and :obj:`LEVI` name the
+attributes of each view.
 """
 from torch_wge.transforms.entity_focused import EntityFocusedTransform
 from torch_wge.transforms.levi import LeviGraphTransform
@@ -15,6 +18,13 @@ from torch_wge.transforms.relation_focused import (
     RelationFocusedTransform,
     relation_focused_constraints,
 )
+from torch_wge.transforms.views import (
+    ENTITY_FOCUSED,
+    LEVI,
+    RELATION_FOCUSED,
+    GraphView,
+    TwoViewData,
+)
 
 __all__ = [
     'EntityFocusedTransform',
@@ -22,4 +32,9 @@ __all__ = [
     'LeviGraphTransform',
     'RelationFocusedConstraints',
     'relation_focused_constraints',
+    'TwoViewData',
+    'GraphView',
+    'ENTITY_FOCUSED',
+    'RELATION_FOCUSED',
+    'LEVI',
 ]

@@ -3,6 +3,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_wge.transforms._utils import training_triples, undirected_edges
+from torch_wge.transforms.views import ENTITY_FOCUSED, TwoViewData, add_view
 
 
 class EntityFocusedTransform(BaseTransform):
@@ -26,7 +27,8 @@ class EntityFocusedTransform(BaseTransform):
     The input is a :class:`~torch_geometric.data.Data` in the layout of
     :mod:`torch_wge.datasets`: :obj:`edge_index` (head, tail),
     :obj:`edge_type`, :obj:`train_mask`, :obj:`num_nodes`,
-    :obj:`num_relations`. The transform adds
+    :obj:`num_relations`. The transform returns it as a
+    :class:`~torch_wge.transforms.TwoViewData` with
 
     - :obj:`ef_edge_index` (LongTensor :math:`(2, 2U)`): the undirected
       entity graph, sorted by (row, column), over the :obj:`num_nodes`
@@ -43,10 +45,10 @@ class EntityFocusedTransform(BaseTransform):
         tensor([[0, 1],
                 [1, 0]])
     """
-    def forward(self, data: Data) -> Data:
+    def forward(self, data: Data) -> TwoViewData:
         head, _, tail = training_triples(data)
-        data.ef_edge_index = undirected_edges(head, tail, data.num_nodes)
-        return data
+        return add_view(data, ENTITY_FOCUSED,
+                        undirected_edges(head, tail, data.num_nodes))
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}()'
