@@ -2,10 +2,10 @@ import doctest
 
 import pytest
 
-from torch_wge.transforms import entity_focused, levi, relation_focused
+from torch_wge.transforms import entity_focused, levi, relation_focused, views
 
 
-@pytest.mark.parametrize('module', [entity_focused, relation_focused, levi])
+@pytest.mark.parametrize('module', [entity_focused, relation_focused, levi, views])
 def test_docstring_examples(module):
     outcome = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert outcome.attempted > 0
