@@ -51,6 +51,9 @@ class TwoViewConv(MessagePassing):
     :meth:`register_propagate_forward_hook` go on :attr:`ef_conv` or
     :attr:`rf_conv`, and an explainer's edge mask reaches both (set
     :obj:`rf_conv.explain = False` to explain the entity-focused view alone).
+    PyG utilities that count message-passing modules, such as
+    :func:`~torch_geometric.utils.get_num_hops`, count the layer and its
+    view convolutions.
 
     Args:
         in_channels (int): Size of each input entity and relation embedding
