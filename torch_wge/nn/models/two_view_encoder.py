@@ -35,7 +35,10 @@ class TwoViewEncoder(torch.nn.Module):
     State dicts written before the encoder became a stack of layers
     (``ef_convs.{k}.*``, ``ef_norms.{k}.*``, ``rf_convs.{k}.*``,
     ``rf_norms.{k}.*``) load as they are: their keys are renamed to
-    ``convs.{k}.ef_conv.*``, ``convs.{k}.ef_norm.*``, ... on loading.
+    ``convs.{k}.ef_conv.*``, ``convs.{k}.ef_norm.*``, ... on loading. The
+    order of :meth:`parameters` changed with them (layer by layer, not view
+    by view), so an optimizer state saved before, which is positional, does
+    not fit an encoder of two or more layers.
 
     Args:
         channels (int): Size of every embedding (a multiple of 4 for
