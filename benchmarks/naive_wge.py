@@ -87,13 +87,17 @@ class _Decoder(torch.nn.Module):
         self.batch_norm = torch.nn.BatchNorm1d(channels)
 
 
+class _Layer(torch.nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.ef_conv, self.ef_norm = NaiveQuaternionConv(channels), torch.nn.BatchNorm1d(channels)
+        self.rf_conv, self.rf_norm = NaiveQuaternionConv(channels), torch.nn.BatchNorm1d(channels)
+
+
 class _Encoder(torch.nn.Module):
     def __init__(self, channels: int, num_layers: int):
         super().__init__()
-        self.ef_convs = torch.nn.ModuleList(NaiveQuaternionConv(channels) for _ in range(num_layers))
-        self.rf_convs = torch.nn.ModuleList(NaiveQuaternionConv(channels) for _ in range(num_layers))
-        self.ef_norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(channels) for _ in range(num_layers))
-        self.rf_norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(channels) for _ in range(num_layers))
+        self.convs = torch.nn.ModuleList(_Layer(channels) for _ in range(num_layers))
 
 
 class NaiveWGE(torch.nn.Module):
@@ -123,10 +127,9 @@ class NaiveWGE(torch.nn.Module):
     def encode(self) -> List[Tuple[Tensor, Tensor]]:
         x, rel = self.entity_embedding.weight, self.relation_embedding.weight
         states = [(x, rel)]
-        enc = self.encoder
-        for k in range(self.num_layers):
-            xr = torch.tanh(enc.rf_norms[k](enc.rf_convs[k](torch.cat([x, rel], dim=0), self.rf_adj)))
-            xe = torch.tanh(enc.ef_norms[k](enc.ef_convs[k](x, self.ef_adj)))
+        for layer in self.encoder.convs:
+            xr = torch.tanh(layer.rf_norm(layer.rf_conv(torch.cat([x, rel], dim=0), self.rf_adj)))
+            xe = torch.tanh(layer.ef_norm(layer.ef_conv(x, self.ef_adj)))
             x, rel = xe * xr[: self.num_entities], xr[self.num_entities:]
             states.append((x, rel))
         return states

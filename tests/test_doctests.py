@@ -24,6 +24,7 @@ def test_docstring_examples(name, one_torch_thread):
 
 def test_every_public_layer_has_an_example():
     finder = doctest.DocTestFinder()
-    for obj in (torch_wge.nn.QuaternionGCNConv, torch_wge.nn.QuatEDecoder, torch_wge.nn.TwoViewEncoder,
+    for obj in (torch_wge.nn.QuaternionGCNConv, torch_wge.nn.TwoViewConv, torch_wge.nn.QuatEDecoder,
+                torch_wge.nn.TwoViewEncoder,
                 torch_wge.nn.WGE, torch_wge.nn.kge.QuatE, torch_wge.nn.kge.WGEKGE):
         assert any(test.examples for test in finder.find(obj)), obj.__name__

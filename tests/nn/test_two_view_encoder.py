@@ -1,97 +1,85 @@
+from pathlib import Path
+
 import pytest
 import torch
+from dense_two_view import randomize, tiny_kg_views, two_view_layer
+from torch_geometric.data import Data
 
-from torch_wge.nn import TwoViewEncoder
-from torch_wge.utils.quaternion import quaternion_matrix
+from torch_wge.nn import WGE, TwoViewConv, TwoViewEncoder
 
-
-def dense_norm_adj(edge_index, num_nodes):
-    """D^-1/2 (A + I) D^-1/2 as a dense float64 matrix."""
-    adj = torch.eye(num_nodes, dtype=torch.float64)
-    adj[edge_index[1], edge_index[0]] = 1.0
-    d = adj.sum(1).pow(-0.5)
-    return d.view(-1, 1) * adj * d.view(1, -1)
+LEGACY = Path(__file__).parent / "data" / "legacy_wge.pt"
 
 
-def dense_layer(conv, norm, x, adj):
-    """g(BN(Â (x ⊗ W) + b)) with BN in eval mode from its running statistics."""
-    out = adj @ (x @ quaternion_matrix(conv.weight.double())) + conv.bias.double()
-    if norm is not None:
-        out = (out - norm.running_mean.double()) / torch.sqrt(norm.running_var.double() + norm.eps)
-        out = out * norm.weight.double() + norm.bias.double()
-    return torch.tanh(out)
-
-
-def tiny_kg_views():
-    # 5 entities, 2 relations (4 relation nodes 5..8 in the relation-focused graph)
-    ef = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
-    rf = torch.tensor([[0, 5, 1, 5, 1, 6, 3, 8], [5, 0, 5, 1, 6, 1, 8, 3]])
-    return ef, rf
-
-
-def randomise_batch_norms(encoder):
-    for norms in (encoder.ef_norms, encoder.rf_norms):
-        for norm in norms or []:
-            norm.running_mean.normal_()
-            norm.running_var.uniform_(0.5, 2.0)
-            norm.weight.data.normal_()
-            norm.bias.data.normal_()
-
-
-@pytest.mark.parametrize("entity_view,relation_view", [(True, True), (True, False), (False, True)])
-def test_encoder_matches_dense_equations(entity_view, relation_view):
+@pytest.mark.parametrize("kwargs", [dict(), dict(relation_view=False), dict(entity_view=False), dict(conv="gcn")])
+def test_stack_of_layers_matches_dense_equations(kwargs):
     torch.manual_seed(0)
     ef, rf = tiny_kg_views()
-    encoder = TwoViewEncoder(8, num_layers=2, entity_view=entity_view, relation_view=relation_view)
-    for conv in [*(encoder.ef_convs or []), *(encoder.rf_convs or [])]:
-        torch.nn.init.normal_(conv.bias)
-    randomise_batch_norms(encoder)
+    encoder = TwoViewEncoder(8, num_layers=2, **kwargs).double()
+    assert len(encoder.convs) == 2 and all(isinstance(conv, TwoViewConv) for conv in encoder.convs)
+    for conv in encoder.convs:
+        randomize(conv)
     encoder.eval()
-    x, rel = torch.randn(5, 8), torch.randn(4, 8)
+    x, rel = torch.randn(5, 8, dtype=torch.float64), torch.randn(4, 8, dtype=torch.float64)
     states = encoder(x, rel, ef, rf)
 
-    a_ef, a_rf = dense_norm_adj(ef, 5), dense_norm_adj(rf, 9)
-    xk, rk = x.double(), rel.double()
-    expected = [(xk, rk)]
-    for k in range(2):
-        # Eqs. 4-7 of the paper: both views read the layer-k entity states
-        x_next = None
-        if relation_view:
-            xr = dense_layer(encoder.rf_convs[k], encoder.rf_norms[k], torch.cat([xk, rk]), a_rf)
-            x_next, rk = xr[:5], xr[5:]
-        if entity_view:
-            x_ef = dense_layer(encoder.ef_convs[k], encoder.ef_norms[k], xk, a_ef)
-            x_next = x_ef if x_next is None else x_ef * x_next
-        xk = x_next
-        expected.append((xk, rk))
-
+    expected = [(x, rel)]
+    for conv in encoder.convs:  # layer k + 1 reads layer k's entities and relations
+        expected.append(two_view_layer(conv, *expected[-1], ef, rf))
     assert len(states) == 3
     for (got_x, got_r), (want_x, want_r) in zip(states, expected):
-        assert torch.allclose(got_x.double(), want_x, atol=1e-5)
-        assert torch.allclose(got_r.double(), want_r, atol=1e-5)
-    if not relation_view:  # relations pass through unchanged
-        assert all(torch.equal(r, rel) for _, r in states)
+        assert torch.allclose(got_x, want_x, atol=1e-12)
+        assert torch.allclose(got_r, want_r, atol=1e-12)
 
 
-def test_sparse_adjacency_matches_edge_index():
+def legacy_cases():
+    return torch.load(LEGACY, weights_only=True)["models"]
+
+
+@pytest.mark.parametrize("case", range(4), ids=["two-view", "entity", "levi", "gcn"])
+def test_checkpoint_of_pre_layer_encoder_gives_its_scores(case):
+    """legacy_wge.pt was written by the encoder before it became a stack of
+    TwoViewConv (commit f0d98cc): four float64 WGE models (K = 2, C = 8) on
+    random_kg(30, 3, 200, seed=0) with its views (beta = 0.5), every encoder
+    tensor drawn at random, in eval mode, with their encoder outputs and
+    scores of five queries."""
+    saved = torch.load(LEGACY, weights_only=True)
+    legacy = saved["models"][case]
+    old_keys = sorted(key for key in legacy["state_dict"] if key.startswith("encoder."))
+    assert any(".ef_convs." in key or ".rf_convs." in key for key in old_keys)
+
+    model = WGE(30, 3, channels=8, num_layers=2, **legacy["kwargs"]).double()
+    assert model.load_state_dict(legacy["state_dict"]).missing_keys == []  # strict: no key left over either
+    model.eval()
+    new_keys = sorted(key for key in model.state_dict() if key.startswith("encoder."))
+    assert len(new_keys) == len(old_keys) and all(key.startswith("encoder.convs.") for key in new_keys)
+
+    data = Data(**saved["graph"])
+    for sparse in (True, False):
+        inputs = model.graph_inputs(data, sparse=sparse)
+        encoded = model.encode(**inputs)
+        for got, want in zip(encoded.entities + encoded.relations, legacy["entities"] + legacy["relations"]):
+            assert torch.allclose(got, want, atol=1e-12)
+        assert torch.allclose(model(saved["heads"], saved["relations"], **inputs), legacy["scores"], atol=1e-12)
+
+
+def test_new_state_dict_round_trip():
+    encoder = TwoViewEncoder(8, 2)
+    copy = TwoViewEncoder(8, 2)
+    copy.load_state_dict(encoder.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(encoder.state_dict().values(), copy.state_dict().values()))
+
+
+def test_errors_and_repr():
     ef, rf = tiny_kg_views()
-    encoder = TwoViewEncoder(8, num_layers=2).eval()
-    x, rel = torch.randn(5, 8), torch.randn(4, 8)
-    dense = encoder(x, rel, ef, rf)
-    csr = lambda e, n: torch.sparse_coo_tensor(e.flip(0), torch.ones(e.size(1)), (n, n)).to_sparse_csr()
-    sparse = encoder(x, rel, csr(ef, 5), csr(rf, 9))
-    for (a, b), (c, d) in zip(dense, sparse):
-        assert torch.allclose(a, c, atol=1e-6) and torch.allclose(b, d, atol=1e-6)
-
-
-def test_gcn_variant_and_errors():
-    ef, rf = tiny_kg_views()
-    encoder = TwoViewEncoder(6, num_layers=1, conv="gcn")  # GCN needs no multiple of 4
-    assert encoder(torch.randn(5, 6), torch.randn(4, 6), ef, rf)[1][0].shape == (5, 6)
+    assert TwoViewEncoder(6, num_layers=1, conv="gcn")(torch.randn(5, 6), torch.randn(4, 6), ef, rf)[1][0].shape == (5, 6)
     with pytest.raises(ValueError, match="multiple of 4"):
         TwoViewEncoder(6, num_layers=1)
+    with pytest.raises(ValueError, match="num_layers >= 1"):
+        TwoViewEncoder(8, num_layers=0)
     with pytest.raises(ValueError, match="no rf_edge_index"):
         TwoViewEncoder(8, num_layers=1)(torch.randn(5, 8), torch.randn(4, 8), ef)
     with pytest.raises(ValueError, match="at least one"):
         TwoViewEncoder(8, 1, entity_view=False, relation_view=False)
-    assert "num_layers=2" in repr(TwoViewEncoder(8, 2))
+    assert repr(TwoViewEncoder(8, 2, relation_view=False)) == (
+        "TwoViewEncoder(8, num_layers=2, entity_view=True, relation_view=False, conv='quaternion')"
+    )

@@ -3,11 +3,15 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-#: Choices of the settings that take a name.
+from torch_wge.nn.conv.two_view_conv import CONVS
+from torch_wge.nn.kge.loss import OBJECTIVES
+from torch_wge.nn.models.wge import VIEWS
+
+#: Choices of the settings that take a name, read from where each is defined.
 CHOICES = {
-    "views": ("two-view", "entity", "relation", "levi"),
-    "conv": ("quaternion", "gcn"),
-    "objective": ("bce", "softmax"),
+    "views": tuple(VIEWS),
+    "conv": tuple(CONVS),
+    "objective": tuple(OBJECTIVES),
     "schedule": ("constant", "cosine"),
 }
 

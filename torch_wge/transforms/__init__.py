@@ -9,7 +9,10 @@ r"""Graph views of a knowledge graph as PyG transforms.
 All read only the training triples, from any knowledge-graph layout of
 :mod:`torch_wge.data.knowledge_graph` (PyG's ``WordNet18RR``,
 ``RelLinkPredDataset``, ``FB15k_237`` splits joined by
-:func:`~torch_wge.data.combine_splits`).
+:func:`~torch_wge.data.combine_splits`), and return a
+:class:`TwoViewData`, which batches the views by their own node counts;
+:obj:`ENTITY_FOCUSED`, :obj:`RELATION_FOCUSED` and :obj:`LEVI` name the
+attributes of each view.
 """
 from torch_wge.transforms.entity_focused import EntityFocusedTransform
 from torch_wge.transforms.levi import LeviGraphTransform
@@ -18,6 +21,13 @@ from torch_wge.transforms.relation_focused import (
     RelationFocusedTransform,
     relation_focused_constraints,
 )
+from torch_wge.transforms.views import (
+    ENTITY_FOCUSED,
+    LEVI,
+    RELATION_FOCUSED,
+    GraphView,
+    TwoViewData,
+)
 
 __all__ = [
     'EntityFocusedTransform',
@@ -25,4 +35,9 @@ __all__ = [
     'LeviGraphTransform',
     'RelationFocusedConstraints',
     'relation_focused_constraints',
+    'TwoViewData',
+    'GraphView',
+    'ENTITY_FOCUSED',
+    'RELATION_FOCUSED',
+    'LEVI',
 ]

@@ -3,6 +3,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_wge.transforms._utils import training_triples, undirected_edges
+from torch_wge.transforms.views import ENTITY_FOCUSED, TwoViewData, add_view
 
 
 class EntityFocusedTransform(BaseTransform):
@@ -29,7 +30,8 @@ class EntityFocusedTransform(BaseTransform):
     layouts of :mod:`torch_wge.data.knowledge_graph`, e.g.
     :obj:`edge_index` (head, tail), :obj:`edge_type`, :obj:`train_mask`,
     :obj:`num_nodes` (as :mod:`torch_wge.datasets` and PyG's
-    :class:`~torch_geometric.datasets.WordNet18RR` store it). The transform adds
+    :class:`~torch_geometric.datasets.WordNet18RR` store it). The transform
+    returns it as a :class:`~torch_wge.transforms.TwoViewData` with
 
     - :obj:`ef_edge_index` (LongTensor :math:`(2, 2U)`): the undirected
       entity graph, sorted by (row, column), over the :obj:`num_nodes`
@@ -46,10 +48,10 @@ class EntityFocusedTransform(BaseTransform):
         tensor([[0, 1],
                 [1, 0]])
     """
-    def forward(self, data: Data) -> Data:
+    def forward(self, data: Data) -> TwoViewData:
         head, _, tail, _ = training_triples(data)
-        data.ef_edge_index = undirected_edges(head, tail, data.num_nodes)
-        return data
+        return add_view(data, ENTITY_FOCUSED,
+                        undirected_edges(head, tail, data.num_nodes))
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}()'

@@ -4,6 +4,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_wge.transforms._utils import training_triples, undirected_edges
+from torch_wge.transforms.views import LEVI, TwoViewData, add_view
 
 
 class LeviGraphTransform(BaseTransform):
@@ -30,7 +31,7 @@ class LeviGraphTransform(BaseTransform):
     :obj:`data.train_mask` are read (see
     :mod:`torch_wge.data.knowledge_graph` for the other layouts).
 
-    Adds:
+    Returns the data as a :class:`~torch_wge.transforms.TwoViewData` with:
         - :obj:`levi_edge_index` (LongTensor :math:`(2, |\mathcal{E}_{levi}|)`,
           both directions, sorted by (row, column))
         - :obj:`levi_num_nodes` (int)
@@ -48,16 +49,15 @@ class LeviGraphTransform(BaseTransform):
         >>> edge_index[:, edge_index[0] < edge_index[1]].t().tolist()
         [[0, 2], [0, 3], [1, 2], [1, 3]]
     """
-    def forward(self, data: Data) -> Data:
+    def forward(self, data: Data) -> TwoViewData:
         head, rel, tail, R = training_triples(data)
         N = int(data.num_nodes)
         rel_node = N + rel
         inv_node = N + R + rel
         src = torch.cat([head, rel_node, tail, inv_node])
         dst = torch.cat([rel_node, tail, inv_node, head])
-        data.levi_num_nodes = N + 2 * R
-        data.levi_edge_index = undirected_edges(src, dst, N + 2 * R)
-        return data
+        return add_view(data, LEVI, undirected_edges(src, dst, N + 2 * R),
+                        N + 2 * R)
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}()'

@@ -8,6 +8,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_wge.transforms._utils import training_triples, undirected_edges
+from torch_wge.transforms.views import RELATION_FOCUSED, TwoViewData, add_view
 
 #: Default bound on the number of (incoming, outgoing) relation products
 #: formed at once while extracting constraints (a chunk may exceed it by the
@@ -352,7 +353,7 @@ class RelationFocusedTransform(BaseTransform):
         relation_edges (bool, optional): If :obj:`False`, the
             :math:`\{r_s, r_o\}` edges are left out. (default: :obj:`True`)
 
-    Adds:
+    Returns the data as a :class:`~torch_wge.transforms.TwoViewData` with:
         - :obj:`rf_edge_index` (LongTensor :math:`(2, |\mathcal{E}_{rf}|)`,
           both directions, sorted by (row, column))
         - :obj:`rf_num_nodes` (int)
@@ -382,7 +383,7 @@ class RelationFocusedTransform(BaseTransform):
                 f"'{self.__class__.__name__}' with predicate_entities=False "
                 f"and relation_edges=False would have no edges; enable one")
 
-    def forward(self, data: Data) -> Data:
+    def forward(self, data: Data) -> TwoViewData:
         head, rel, tail, R = training_triples(data)
         N = int(data.num_nodes)
         ext = _extract(head, rel, tail, N, R, self.beta,
@@ -402,10 +403,9 @@ class RelationFocusedTransform(BaseTransform):
             pairs = ext.result.pairs[ext.result.pair_kept]
             src.append(N + pairs[:, 0])
             dst.append(N + pairs[:, 1])
-        data.rf_num_nodes = N + 2 * R
-        data.rf_edge_index = undirected_edges(torch.cat(src), torch.cat(dst),
-                                              N + 2 * R)
-        return data
+        edge_index = undirected_edges(torch.cat(src), torch.cat(dst),
+                                      N + 2 * R)
+        return add_view(data, RELATION_FOCUSED, edge_index, N + 2 * R)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(beta={self.beta}, '

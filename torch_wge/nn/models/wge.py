@@ -9,17 +9,19 @@ from torch_geometric.typing import Adj
 from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
+from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
 from torch_wge.utils.quaternion import (
     check_quaternion_size, hamilton_product, normalize_quaternion, quaternion_conjugate, quaternion_norm,
 )
 from torch_wge.utils.sparse import csr_adjacency
 
-#: Encoder views of WGE and its single-view ablations: which graphs each uses.
+#: Encoder views of WGE and its single-view ablations: the graph view of
+#: :mod:`torch_wge.transforms` that each encoder input reads.
 VIEWS = {
-    "two-view": dict(entity_view=True, relation_view=True),
-    "entity": dict(entity_view=True, relation_view=False),
-    "relation": dict(entity_view=False, relation_view=True),
-    "levi": dict(entity_view=False, relation_view=True),
+    "two-view": dict(ef_edge_index=ENTITY_FOCUSED, rf_edge_index=RELATION_FOCUSED),
+    "entity": dict(ef_edge_index=ENTITY_FOCUSED),
+    "relation": dict(rf_edge_index=RELATION_FOCUSED),
+    "levi": dict(rf_edge_index=LEVI),
 }
 
 
@@ -150,8 +152,11 @@ class WGE(torch.nn.Module):
 
         self.entity_embedding = torch.nn.Embedding(num_entities, channels)
         self.relation_embedding = torch.nn.Embedding(2 * num_relations, channels)
+        inputs = VIEWS[views]
         self.encoder = (
-            TwoViewEncoder(channels, num_layers, conv=conv, batch_norm=batch_norm, cached=True, **VIEWS[views])
+            TwoViewEncoder(
+                channels, num_layers, "ef_edge_index" in inputs, "rf_edge_index" in inputs, conv, batch_norm, cached=True
+            )
             if num_layers > 0
             else None
         )
@@ -173,8 +178,10 @@ class WGE(torch.nn.Module):
 
     def graph_inputs(self, data: Data, sparse: bool = True) -> dict:
         r"""The adjacency arguments of :meth:`encode` for this model's views,
-        taken from a :class:`~torch_geometric.data.Data` made by the
-        transforms (``ef_edge_index``, ``rf_edge_index`` or ``levi_edge_index``).
+        taken from a :class:`~torch_wge.transforms.TwoViewData` made by the
+        transforms: the edges and node count of each view in :obj:`VIEWS`
+        (``ef_edge_index`` and ``num_nodes``, ``rf_edge_index`` and
+        ``rf_num_nodes``, or ``levi_edge_index`` and ``levi_num_nodes``).
 
         With :obj:`sparse=True` each view becomes a ``torch.sparse_csr``
         adjacency ``adj_t`` (row: target, column: source), so that message
@@ -182,21 +189,20 @@ class WGE(torch.nn.Module):
         over the edges."""
         if self.encoder is None:
             return {}
-        wanted = {"ef_edge_index": "ef_edge_index"} if self.encoder.entity_view else {}
-        if self.encoder.relation_view:
-            wanted["rf_edge_index"] = "levi_edge_index" if self.views == "levi" else "rf_edge_index"
-        missing = [attr for attr in wanted.values() if attr not in data]
+        views = VIEWS[self.views]
+        missing = [attr for view in views.values() for attr in view if getattr(data, attr, None) is None]
         if missing:
             raise ValueError(
                 f"'{self.__class__.__name__}(views={self.views!r})' needs {missing} on the data; "
                 f"apply the matching transforms from torch_wge.transforms"
             )
-        inputs = {arg: data[attr] for arg, attr in wanted.items()}
-        if sparse:
-            sizes = {"ef_edge_index": int(data.num_nodes), "rf_edge_index": int(data.num_nodes) + 2 * self.num_relations}
-            dtype = self.entity_embedding.weight.dtype
-            inputs = {arg: csr_adjacency(edge_index, sizes[arg], dtype) for arg, edge_index in inputs.items()}
-        return inputs
+        if not sparse:
+            return {arg: data[view.edge_index] for arg, view in views.items()}
+        dtype = self.entity_embedding.weight.dtype
+        return {
+            arg: csr_adjacency(data[view.edge_index], int(getattr(data, view.num_nodes)), dtype)
+            for arg, view in views.items()
+        }
 
     def encode(self, ef_edge_index: Optional[Adj] = None, rf_edge_index: Optional[Adj] = None) -> EncodedGraph:
         """Runs the encoder over the whole graph; returns every layer's representations."""

@@ -1,0 +1,73 @@
+r"""Where the graph views of WGE lie on a data object, and the data class
+that batches them."""
+from typing import Any, NamedTuple, Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+
+class GraphView(NamedTuple):
+    r"""The attributes that hold one graph view on a data object."""
+    #: Attribute with the view's edges, :math:`(2, |\mathcal{E}|)`.
+    edge_index: str
+    #: Attribute with the number of nodes the edges index.
+    num_nodes: str
+
+
+#: :class:`~torch_wge.transforms.EntityFocusedTransform`: the entities.
+ENTITY_FOCUSED = GraphView('ef_edge_index', 'num_nodes')
+#: :class:`~torch_wge.transforms.RelationFocusedTransform`: the entities, then
+#: the relations, then the inverse relations.
+RELATION_FOCUSED = GraphView('rf_edge_index', 'rf_num_nodes')
+#: :class:`~torch_wge.transforms.LeviGraphTransform`: the node layout of
+#: :obj:`RELATION_FOCUSED`.
+LEVI = GraphView('levi_edge_index', 'levi_num_nodes')
+
+
+class TwoViewData(Data):
+    r"""A knowledge graph (:class:`~torch_geometric.data.Data` in the layout
+    of :mod:`torch_wge.datasets`) with graph views added by
+    :mod:`torch_wge.transforms`; what the transforms return.
+
+    Each view indexes its own nodes: :obj:`ef_edge_index` the
+    :obj:`num_nodes` entities, :obj:`rf_edge_index` and
+    :obj:`levi_edge_index` the :obj:`rf_num_nodes` (:obj:`levi_num_nodes`)
+    entity and relation nodes. :meth:`__inc__` tells PyG's batching so:
+    :meth:`torch_geometric.data.Batch.from_data_list` (and the
+    :class:`~torch_geometric.loader.DataLoader`) shifts each graph's view
+    edges by the node count of that view in the graphs before it, which
+    makes every view of the batch the disjoint union of the graphs' views.
+    In the batch, the node-count attributes other than :obj:`num_nodes`
+    hold one count per graph.
+
+    Example:
+        >>> from torch_geometric.data import Batch
+        >>> data = TwoViewData(num_nodes=2, rf_num_nodes=4,
+        ...                    rf_edge_index=torch.tensor([[0, 3], [3, 0]]))
+        >>> Batch.from_data_list([data, data]).rf_edge_index
+        tensor([[0, 3, 4, 7],
+                [3, 0, 7, 4]])
+    """
+    def __inc__(self, key: str, value: Any, *args, **kwargs) -> Any:
+        for view in (RELATION_FOCUSED, LEVI):
+            if key == view.edge_index:
+                return self[view.num_nodes]
+        return super().__inc__(key, value, *args, **kwargs)
+
+
+def add_view(data: Data, view: GraphView, edge_index: Tensor,
+             num_nodes: Optional[int] = None) -> TwoViewData:
+    r"""Returns :obj:`data` as a :class:`TwoViewData` (the same object if it
+    is one already, else a shallow copy) with :obj:`edge_index` and, unless
+    :obj:`None`, :obj:`num_nodes` stored in the attributes of :obj:`view`."""
+    if not isinstance(data, TwoViewData):
+        data = TwoViewData.from_dict(data.to_dict())
+    data[view.edge_index] = edge_index
+    if num_nodes is not None:
+        data[view.num_nodes] = num_nodes
+    return data
+
+
+# Datasets store the class of their data; pre-transformed ones load safely.
+torch.serialization.add_safe_globals([TwoViewData])
