@@ -150,23 +150,12 @@ def limit_batches(trainer, max_batches: int, batch_size: int, seed: int = 0) -> 
     """Makes ``trainer.train_epoch()`` run ``max_batches`` full batches: its
     queries become a random subset of ``max_batches * batch_size`` of them
     (same statistics as all). Returns the number of batches an epoch now has."""
-    import copy
-
     import torch
-    queries = trainer.queries
-    total = len(queries)
+    total = len(trainer.queries)
     if not max_batches or max_batches * batch_size >= total:
-        return queries.num_batches(batch_size)
+        return trainer.queries.num_batches(batch_size)
     index = torch.randperm(total, generator=torch.Generator().manual_seed(seed))[: max_batches * batch_size]
-    index = index.sort().values
-    start, counts = queries.answer_ptr[index], queries.answer_ptr[index + 1] - queries.answer_ptr[index]
-    ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-    position = torch.repeat_interleave(start - ptr[:-1], counts) + torch.arange(int(ptr[-1]))
-    subset = copy.copy(queries)
-    subset.heads, subset.relations = queries.heads[index], queries.relations[index]
-    subset.answer_ptr, subset.answers = ptr, queries.answers[position]
-    trainer.queries = subset
-    assert len(trainer.queries) == max_batches * batch_size
+    trainer.queries = trainer.queries.subset(index.sort().values)
     return max_batches
 
 

@@ -32,3 +32,15 @@ def test_batches_cover_every_query_once_in_a_seeded_order():
 def test_add_inverse_triples():
     triples = torch.tensor([[0, 1, 2]])
     assert add_inverse_triples(triples, 5).tolist() == [[0, 1, 2], [2, 6, 0]]
+
+
+def test_subset_holds_the_chosen_queries_with_their_answers():
+    triples = torch.tensor([[0, 0, 1], [0, 0, 2], [1, 1, 2], [2, 0, 0], [2, 1, 1]])
+    queries = TrainingQueries(triples, num_entities=3, num_relations=2)
+    index = torch.tensor([1, 3, 4])
+    subset = queries.subset(index)
+    assert len(subset) == 3
+    heads, relations, positives = subset.batch(torch.arange(3))
+    expected_heads, expected_relations, expected = queries.batch(index)
+    assert torch.equal(heads, expected_heads) and torch.equal(relations, expected_relations)
+    assert torch.equal(positives, expected)

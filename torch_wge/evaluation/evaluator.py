@@ -23,8 +23,9 @@ from tqdm.auto import tqdm
 
 from torch_wge.data import kg_triples, num_kg_relations
 from torch_wge.evaluation.kge import kge_score_fn
-from torch_wge.evaluation.ranks import RANK_TYPES, RankType, _count_dtype, _rank_counts
+from torch_wge.evaluation.ranks import RANK_TYPES, RankType, count_dtype, rank_counts
 from torch_wge.evaluation.results import HEAD, TAIL, LinkPredictionResults
+from torch_wge.utils.segments import expand_segments
 
 __all__ = ["LinkPredictionEvaluator", "ScoreFn"]
 
@@ -203,14 +204,7 @@ class LinkPredictionEvaluator:
         total = int(self._filter_cumsum[stop] - self._filter_cumsum[start])
         if total == 0:
             return None, None
-        counts = tensors["filter_count"][start:stop]
-        device = counts.device
-        rows = torch.repeat_interleave(
-            torch.arange(stop - start, device=device), counts, output_size=total
-        )
-        # Pair j of row b sits at filter_start[b] + (j - first pair of b).
-        shift = tensors["filter_start"][start:stop] - (torch.cumsum(counts, 0) - counts)
-        position = torch.arange(total, device=device) + shift[rows]
+        rows, position = expand_segments(tensors["filter_start"][start:stop], tensors["filter_count"][start:stop], total)
         return rows, tensors["filter_answers"][position]
 
     def filter_index(self, start: int = 0, stop: Optional[int] = None) -> Tensor:
@@ -312,9 +306,9 @@ class LinkPredictionEvaluator:
                     tensors = self._tensors_on(scores.device)
                     if buffer is None or buffer.device != scores.device:
                         size = min(batch_size, stop - start) * num_entities
-                        buffer = torch.empty(size, dtype=_count_dtype(num_entities), device=scores.device)
+                        buffer = torch.empty(size, dtype=count_dtype(num_entities), device=scores.device)
                     rows, cols = self._filter_pairs(lo, hi, tensors)
-                    ranks = _rank_counts(scores, tensors["query_target"][lo:hi], rows, cols, buffer)
+                    ranks = rank_counts(scores, tensors["query_target"][lo:hi], rows, cols, buffer)
                     out[lo - start : hi - start] = ranks.get(rank_type).to("cpu", torch.float32)
                     del scores
                     bar.update(hi - lo)

@@ -70,10 +70,10 @@ class Ranks(NamedTuple):
         return getattr(self, rank_type)
 
 
-def _count_dtype(num_entities: int) -> torch.dtype:
-    # Comparisons written straight into a float buffer and summed in float
-    # are several times faster on CPU than summing a bool tensor. float32
-    # counts are exact below 2**24.
+def count_dtype(num_entities: int) -> torch.dtype:
+    """dtype of the counting buffer of :func:`rank_counts`: comparisons written
+    straight into a float buffer and summed in float are several times faster
+    on CPU than summing a bool tensor; float32 counts are exact below 2**24."""
     return torch.float32 if num_entities < 2**24 else torch.float64
 
 
@@ -85,14 +85,16 @@ def _compare(values: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     return better, at_least
 
 
-def _rank_counts(
+def rank_counts(
     scores: Tensor,
     targets: Tensor,
     filter_row: Optional[Tensor] = None,
     filter_col: Optional[Tensor] = None,
     buffer: Optional[Tensor] = None,
 ) -> Ranks:
-    """Core counting routine, everything on ``scores.device``.
+    """Optimistic and pessimistic ranks of ``targets [B]`` in ``scores [B, N]``
+    by counting, everything on ``scores.device`` (the routine behind
+    :func:`filtered_ranks` and the evaluator).
 
     ``filter_row``/``filter_col`` must not contain duplicate pairs; pairs that
     equal the target of their row are ignored. ``buffer`` is an optional
@@ -100,7 +102,7 @@ def _rank_counts(
     """
     num_rows, num_entities = scores.shape
     device = scores.device
-    dtype = _count_dtype(num_entities)
+    dtype = count_dtype(num_entities)
     rows = torch.arange(num_rows, device=device)
     target_score = scores[rows, targets]
     column = target_score.unsqueeze(1)
@@ -191,8 +193,8 @@ def all_filtered_ranks(
     """
     scores, targets, filter_index = _check_inputs(scores, targets, filter_index)
     if filter_index is None:
-        return _rank_counts(scores, targets)
-    return _rank_counts(scores, targets, filter_index[0], filter_index[1])
+        return rank_counts(scores, targets)
+    return rank_counts(scores, targets, filter_index[0], filter_index[1])
 
 
 def filtered_ranks(

@@ -1,7 +1,10 @@
+import copy
 from typing import Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
+
+from torch_wge.utils.segments import expand_segments
 
 
 def add_inverse_triples(triples: Tensor, num_relations: int) -> Tensor:
@@ -46,12 +49,20 @@ class TrainingQueries:
     def batch(self, index: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         r"""Queries ``index [B]``: returns ``heads [B]``, ``relations [B]`` and the
         positive pairs ``[2, P]`` as ``(row in batch, answer entity)``."""
-        start, end = self.answer_ptr[index], self.answer_ptr[index + 1]
-        counts = end - start
-        rows = torch.repeat_interleave(torch.arange(index.numel()), counts)
-        offsets = torch.arange(int(counts.sum())) - torch.repeat_interleave(counts.cumsum(0) - counts, counts)
-        answers = self.answers[torch.repeat_interleave(start, counts) + offsets]
-        return self.heads[index], self.relations[index], torch.stack([rows, answers])
+        start = self.answer_ptr[index]
+        rows, position = expand_segments(start, self.answer_ptr[index + 1] - start)
+        return self.heads[index], self.relations[index], torch.stack([rows, self.answers[position]])
+
+    def subset(self, index: Tensor) -> "TrainingQueries":
+        """The queries ``index [B]`` (ascending) with their answers, as a new
+        :class:`TrainingQueries`."""
+        start, count = self.answer_ptr[index], self.answer_ptr[index + 1] - self.answer_ptr[index]
+        _, position = expand_segments(start, count)
+        subset = copy.copy(self)
+        subset.heads, subset.relations = self.heads[index], self.relations[index]
+        subset.answer_ptr = torch.cat([count.new_zeros(1), count.cumsum(0)])
+        subset.answers = self.answers[position]
+        return subset
 
     def batches(
         self, batch_size: int, generator: Optional[torch.Generator] = None, shuffle: bool = True

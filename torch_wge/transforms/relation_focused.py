@@ -9,6 +9,7 @@ from torch_geometric.transforms import BaseTransform
 
 from torch_wge.transforms._utils import training_triples, undirected_edges
 from torch_wge.transforms.views import RELATION_FOCUSED, TwoViewData, add_view
+from torch_wge.utils.segments import expand_segments
 
 #: Default bound on the number of (incoming, outgoing) relation products
 #: formed at once while extracting constraints (a chunk may exceed it by the
@@ -119,14 +120,9 @@ def _products(inc: _Incidences, start: int, end: int,
     # validity), where the constraint is
     # (relation[i], entity[i], flip(relation[j])) and valid means
     # r_s != r_o up to inversion.
-    deg = inc.degree[inc.entity[start:end]]
-    num = end - start
-    src = torch.repeat_interleave(torch.arange(num), deg)
-    offset = torch.arange(src.numel()) - torch.repeat_interleave(
-        torch.cumsum(deg, 0) - deg, deg)
-    first = inc.ptr[inc.entity[start:end]]
+    entity = inc.entity[start:end]
+    src, dst = expand_segments(inc.ptr[entity], inc.degree[entity])
     src = src + start
-    dst = first[src - start] + offset
     r_s = inc.relation[src]
     r_o = (inc.relation[dst] + num_relations) % (2 * num_relations)
     valid = (r_s % num_relations) != (r_o % num_relations)
