@@ -138,18 +138,18 @@ def test_chunking_and_shards_agree():
 
 def test_checks():
     triples = torch.tensor([[0, 0, 1]])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"entity ids must lie in \[0, 1\)"):
         LinkPredictionEvaluator(triples, triples, num_entities=1, num_relations=1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"relation ids must lie in \[0, 0\)"):
         LinkPredictionEvaluator(triples, triples, num_entities=2, num_relations=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"triples must have shape \[T, 3\]"):
         LinkPredictionEvaluator(triples[:, :2], triples, num_entities=2, num_relations=1)
     evaluator = LinkPredictionEvaluator(triples, triples, num_entities=2, num_relations=1)
     with pytest.raises(ValueError, match="shape"):
         evaluator.compute_ranks(lambda e, r: torch.zeros(e.numel(), 3))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="start=2, stop=1"):
         evaluator.compute_ranks(lambda e, r: torch.zeros(e.numel(), 2), start=2, stop=1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="expected 2 ranks"):
         evaluator.summarize(torch.ones(3))
     assert "num_triples=1" in repr(evaluator)
     # An empty split evaluates to no queries.

@@ -121,15 +121,15 @@ def test_filtered_entries_do_not_tie_with_minus_infinity_target():
 
 def test_input_checks():
     scores = torch.zeros(2, 3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"targets must lie in \[0, 3\)"):
         filtered_ranks(scores, torch.tensor([0, 3]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"targets must have shape \[2\]"):
         filtered_ranks(scores, torch.tensor([0]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"filter_index rows must lie in \[0, 2\)"):
         filtered_ranks(scores, torch.tensor([0, 1]), torch.tensor([[2], [0]]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="rank_type must be one of"):
         filtered_ranks(scores, torch.tensor([0, 1]), rank_type="mean")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"scores must have shape \[B, N\]"):
         filtered_ranks(torch.zeros(3), torch.tensor([0]))
 
 

@@ -102,11 +102,11 @@ def test_hand_computed():
 
 
 def test_checks():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="ranks must be >= 1"):
         LinkPredictionResults(torch.tensor([0.5]), torch.tensor([0]), torch.tensor([0]), 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="query_side must be 0"):
         LinkPredictionResults(torch.tensor([1.0]), torch.tensor([2]), torch.tensor([0]), 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"query_relation must lie in \[0, 1\)"):
         LinkPredictionResults(torch.tensor([1.0]), torch.tensor([0]), torch.tensor([1]), 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must have the same length"):
         LinkPredictionResults(torch.tensor([1.0, 2.0]), torch.tensor([0]), torch.tensor([0]), 1)
