@@ -9,6 +9,7 @@ import torch
 import torch_geometric.transforms as T
 
 import torch_wge.datasets.base as base
+from torch_wge.io import TEMP_INFIX
 from torch_wge.datasets import (
     DATASETS,
     CoDEx,
@@ -203,6 +204,8 @@ def fake_download(shared: Path, folder: str, fail=(), wrong=()):
         calls.append(url)
         name = filename or url.rpartition('/')[2]
         path = os.path.join(folder_, name)
+        # the dataset downloads to '.<name>.tmp-download' and renames
+        name = name.lstrip('.').split(TEMP_INFIX)[0]
         if any(f in url for f in fail):
             raise urllib.error.URLError('no network in tests')
         os.makedirs(folder_, exist_ok=True)
