@@ -19,7 +19,9 @@ import os
 
 import torch
 
+from torch_wge.cli import positive_int, run_reporting_errors
 from torch_wge.training import TrainConfig, Trainer, load_data
+from torch_wge.training.checkpoint import vocabulary_digest
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--dataset", default="codex-s", choices=["codex-s", "codex-m", "codex-l"])
@@ -37,7 +39,8 @@ parser.add_argument("--eval-every", type=int, default=10)
 parser.add_argument("--patience", type=int, default=None, help="early stopping, in validations")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--device", default=None, help="default: cuda when available")
-parser.add_argument("--threads", type=int, default=None)
+parser.add_argument("--threads", type=positive_int, default=None)
+parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
 args = parser.parse_args()
 
 if args.threads:
@@ -62,15 +65,21 @@ try:
 except ValueError as error:
     parser.error(str(error))
 
-dataset, data = load_data(config)
-print(f"{args.dataset}: {data.num_nodes} entities, {data.num_relations} relations, "
-      f"{int(data.train_mask.sum())}/{int(data.val_mask.sum())}/{int(data.test_mask.sum())} triples")
-result = Trainer(config, data, args.out or f"runs/{args.dataset}").fit(resume=args.resume)
-if int(os.environ.get("RANK", 0)) != 0:  # under torchrun, only rank 0 reports
-    raise SystemExit(0)
 
-test = result["test"]["metrics"]["both"]
-print(f"best validation epoch {result['best_epoch']} of {result['epochs_trained']}, "
-      f"{result['wall_seconds']:.0f} s of training and validation")
-print(f"test (filtered, realistic ranks, both directions): MRR {test['mrr']:.4f} | "
-      f"H@1 {test['hits@1']:.4f} | H@3 {test['hits@3']:.4f} | H@10 {test['hits@10']:.4f}")
+def main() -> None:
+    dataset, data = load_data(config)
+    print(f"{args.dataset}: {data.num_nodes} entities, {data.num_relations} relations, "
+          f"{int(data.train_mask.sum())}/{int(data.val_mask.sum())}/{int(data.test_mask.sum())} triples")
+    vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
+    result = Trainer(config, data, args.out or f"runs/{args.dataset}", vocabulary=vocabulary).fit(resume=args.resume)
+    if int(os.environ.get("RANK", 0)) != 0:  # under torchrun, only rank 0 reports
+        return
+    test = result["test"]["metrics"]["both"]
+    print(f"best validation epoch {result['best_epoch']} of {result['epochs_trained']}, "
+          f"{result['wall_seconds']:.0f} s of training and validation")
+    print(f"test (filtered, realistic ranks, both directions): MRR {test['mrr']:.4f} | "
+          f"H@1 {test['hits@1']:.4f} | H@3 {test['hits@3']:.4f} | H@10 {test['hits@10']:.4f}")
+
+
+# every expected failure (offline download, unwritable --out, full disk, ...) is one line, exit code 2
+raise SystemExit(run_reporting_errors("link_pred_codex", main, args.debug))

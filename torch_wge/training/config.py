@@ -1,4 +1,5 @@
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -46,7 +47,9 @@ class TrainConfig:
             (self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}"),
             (self.batch_size > 0, f"batch size must be positive, got {self.batch_size}"),
             (self.eval_batch_size > 0, f"evaluation batch size must be positive, got {self.eval_batch_size}"),
-            (self.lr > 0, f"learning rate must be positive, got {self.lr}"),
+            (0 < self.lr <= 1, f"lr must be in (0, 1], got {self.lr}"),
+            (0 <= self.grad_clip < math.inf, f"grad_clip must be finite and >= 0 (0: off), got {self.grad_clip}"),
+            (0 <= self.seed < 2**63, f"seed must be in [0, 2**63), got {self.seed}"),
             (self.num_layers >= 0, f"num_layers must be >= 0, got {self.num_layers}"),
             (0.0 <= self.alpha0 <= 1.0, f"alpha0 must be in [0, 1], got {self.alpha0}"),
             (0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),

@@ -6,7 +6,7 @@ from torch_geometric.data import Data, InMemoryDataset
 
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.nn import WGE
-from torch_wge.training.checkpoint import check_compatible, load_checkpoint
+from torch_wge.training.checkpoint import check_compatible, check_vocabulary, load_checkpoint, vocabulary_digest
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, load_data, split_triples
 from torch_wge.training.distributed import DistributedContext, sharded_ranks
@@ -38,20 +38,27 @@ def evaluate_model(
 
 
 def load_trained(
-    checkpoint: Union[str, Path], root: Optional[str] = None, device: Optional[str] = None
+    checkpoint: Union[str, Path], root: Optional[str] = None, device: Optional[str] = None,
+    force_reload: bool = False,
 ) -> Tuple[WGE, TrainConfig, InMemoryDataset, Data]:
     """The model of a ``best.pt`` or ``last.pt`` checkpoint, in eval mode, with
-    the dataset it was trained on (loaded from ``root`` or the run's own root).
+    the dataset it was trained on (loaded from ``root`` or the run's own root;
+    ``force_reload`` processes its raw files anew).
 
     Raises:
-        CheckpointError: if the file is unreadable or the dataset found does not match it.
+        CheckpointError: if the file is unreadable or the dataset found does
+            not match it (other sizes, or ids that name other entities or
+            relations).
     """
     state = load_checkpoint(checkpoint)
     config = TrainConfig.from_dict(state["config"])
     config.root = root or config.root
     config.device = device
-    dataset, data = load_data(config)
+    resolve_device(device)  # an unusable device is refused before the data is loaded
+    dataset, data = load_data(config, force_reload)
     check_compatible(state, config.to_dict(), graph_sizes(data), checkpoint)
+    vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
+    check_vocabulary(state, vocabulary, checkpoint, config.root)
     model = build_model(config, data).to(resolve_device(device))
     model.load_state_dict(state["model"])
     return model.eval(), config, dataset, data
@@ -64,10 +71,10 @@ def graph_inputs_on(model: WGE, data: Data) -> Dict[str, Any]:
 
 def evaluate_checkpoint(
     checkpoint: Union[str, Path], split: str = "test", root: Optional[str] = None, device: Optional[str] = None,
-    progress: bool = False,
+    progress: bool = False, force_reload: bool = False,
 ) -> Tuple[LinkPredictionResults, InMemoryDataset]:
     """Filtered link-prediction metrics of a checkpoint on ``split``; returns them and the dataset."""
-    model, config, dataset, data = load_trained(checkpoint, root, device)
+    model, config, dataset, data = load_trained(checkpoint, root, device, force_reload)
     evaluator = LinkPredictionEvaluator(
         split_triples(data, split), split_triples(data, "all"), int(data.num_nodes), int(data.num_relations)
     )
@@ -86,6 +93,7 @@ def _index(names: List[str], name: str, kind: str, dataset: str) -> int:
 def predict(
     checkpoint: Union[str, Path], entity: str, relation: str, predict_tails: bool = True, top_k: int = 10,
     filter_known: bool = False, root: Optional[str] = None, device: Optional[str] = None,
+    force_reload: bool = False,
 ) -> List[Dict[str, Any]]:
     """Top-``k`` answers of ``(entity, relation, ?)`` (or ``(?, relation, entity)``
     with ``predict_tails=False``), identifiers as in the dataset's files.
@@ -93,11 +101,13 @@ def predict(
     Returns:
         One dict per answer, best first: ``entity`` (identifier), ``label``
         (human label or ``None``), ``score`` (logit) and ``known`` (whether the
-        triple is in train, valid or test).
+        triple is in train, valid or test). With ``filter_known`` no known
+        answer is listed (fewer than ``top_k`` rows when fewer unknown
+        entities remain).
     """
     if top_k <= 0:
         raise ValueError(f"top-k must be positive, got {top_k}")
-    model, config, dataset, data = load_trained(checkpoint, root, device)
+    model, config, dataset, data = load_trained(checkpoint, root, device, force_reload)
     num_relations = int(data.num_relations)
     query_entity = _index(list(dataset.entity_names), entity, "entity", config.dataset)
     query_relation = _index(list(dataset.relation_names), relation, "relation", config.dataset)
@@ -115,9 +125,9 @@ def predict(
         known = triples[(triples[:, 2] == query_entity) & (triples[:, 1] == query_relation - num_relations), 0]
     is_known = torch.zeros_like(scores, dtype=torch.bool)
     is_known[known] = True
-    if filter_known:
-        scores = scores.masked_fill(is_known, float("-inf"))
-    values, indices = scores.topk(min(top_k, scores.numel()))
+    candidates = (~is_known).nonzero().view(-1) if filter_known else torch.arange(scores.numel())
+    values, order = scores[candidates].topk(min(top_k, candidates.numel()))
+    indices = candidates[order]
     labels = getattr(dataset, "entity_labels", None)
     return [
         {

@@ -18,7 +18,7 @@ from torch_wge.training.distributed import (
     BatchLoss, DistributedContext, dropout_seed, sync_decoder_batch_norm, wrap_data_parallel,
 )
 from torch_wge.training.inference import evaluate_model
-from torch_wge.training.model import build_model
+from torch_wge.training.model import build_model, check_memory
 from torch_wge.training.queries import TrainingQueries
 from torch_wge.training.run_folder import RunLock, append_record, truncate_log
 
@@ -97,6 +97,7 @@ class Trainer:
         self.device = self.dist.device
         self.graph = graph_sizes(data)
 
+        check_memory(config, self.graph, self.device)
         torch.manual_seed(config.seed)
         self.model = build_model(config, data).to(self.device)
         self.graph_inputs = {k: v.to(self.device) for k, v in self.model.graph_inputs(data).items()}
