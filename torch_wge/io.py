@@ -23,6 +23,16 @@ TEMP_INFIX = ".tmp-"
 PathLike = Union[str, Path]
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: New files get the usual permissions (``mkstemp`` alone would make them private).
+FILE_MODE = 0o666 & ~_read_umask()
+
+
 @contextlib.contextmanager
 def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
     """A binary file object whose content replaces ``path`` when the block
@@ -33,6 +43,7 @@ def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
     except OSError as error:
         raise _naming(error, path) from error
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
