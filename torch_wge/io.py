@@ -43,8 +43,8 @@ def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
     except OSError as error:
         raise _naming(error, path) from error
     try:
-        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), FILE_MODE)
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -1,3 +1,4 @@
+import errno
 import math
 import time
 from pathlib import Path
@@ -228,6 +229,8 @@ class Trainer:
     def _start_folder(self) -> None:
         """Creates the run folder, takes its lock and removes the temporary
         files that killed writes left there."""
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "is a file, not a run folder", str(self.out_dir))
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._lock = RunLock(self.out_dir)
         self._lock.acquire()
