@@ -69,14 +69,14 @@ def vocabulary_digest(entity_names: Sequence[str], relation_names: Sequence[str]
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def check_vocabulary(state: Dict[str, Any], digest: Optional[str], path, root) -> None:
+def check_vocabulary(state: Dict[str, Any], digest: Optional[str], path, dataset: str) -> None:
     """Raises :class:`CheckpointError` when the checkpoint was trained on a
     vocabulary (entity and relation ids) other than the data's. Checkpoints
     written without a vocabulary digest are only checked by size."""
     stored = state.get("vocabulary")
     if stored is not None and digest is not None and stored != digest:
         raise CheckpointError(
-            f"the dataset under {root} numbers its entities or relations differently from the data "
+            f"the dataset {dataset} numbers its entities or relations differently from the data "
             f"{path} was trained on (same sizes, other names or order); ranking it would be wrong"
         )
 

@@ -58,7 +58,7 @@ def load_trained(
     dataset, data = load_data(config, force_reload)
     check_compatible(state, config.to_dict(), graph_sizes(data), checkpoint)
     vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
-    check_vocabulary(state, vocabulary, checkpoint, config.root)
+    check_vocabulary(state, vocabulary, checkpoint, f"{config.dataset} (root {config.root})")
     model = build_model(config, data).to(resolve_device(device))
     model.load_state_dict(state["model"])
     return model.eval(), config, dataset, data

@@ -197,7 +197,7 @@ class Trainer:
             raise CheckpointError(f"{path} holds no training state (only a model); it cannot be resumed")
         check_compatible(state, self.config.to_dict(), self.graph, path)
         check_resumable(state, self.config.to_dict(), path)
-        check_vocabulary(state, self.vocabulary, path, self.config.root)
+        check_vocabulary(state, self.vocabulary, path, f"{self.config.dataset} (root {self.config.root})")
         return state
 
     def _restore(self, state: Dict[str, Any]) -> None:
