@@ -1,8 +1,9 @@
-import errno
 import json
-import os
+import runpy
 import shutil
+import sys
 import urllib.error
+from pathlib import Path
 
 import pytest
 import torch
@@ -193,3 +194,65 @@ def test_bad_input_gives_one_line_naming_it(case, kg_folder, trained, tmp_path, 
     for text in named:
         assert text.format(**fill) in message, message
     assert not (tmp_path / "created").exists()
+
+
+def test_predict_filter_known_lists_no_known_answer(trained, kg_folder, capsys):
+    head, relation = (kg_folder / "train.txt").read_text().splitlines()[0].split("\t")[:2]
+
+    def answers(*extra):
+        assert main(["predict", str(trained / "best.pt"), "--head", head, "--relation", relation,
+                     "--top-k", "30", *extra]) == 0
+        return [line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:]]
+
+    everything = answers()
+    known = [row[0] for row in everything if row[-1] == "[known]"]
+    assert len(everything) == 30 and known
+    filtered = answers("--filter-known")
+    assert [row[0] for row in filtered] == [row[0] for row in everything if row[0] not in known]
+    assert not any(row[-1] == "[known]" for row in filtered)
+
+
+def test_reordered_vocabulary_is_refused(kg_folder, tmp_path, capsys):
+    shutil.copytree(kg_folder, tmp_path / "kg")
+    run = ["train", "--dataset", str(tmp_path / "kg"), "--epochs", "2", "--eval-every", "2", "--channels", "8",
+           "--batch-size", "16", "--out", str(tmp_path / "run"), "--no-progress"]
+    assert main(run) == 0
+    assert main(["evaluate", str(tmp_path / "run" / "best.pt")]) == 0
+    capsys.readouterr()
+    train = tmp_path / "kg" / "train.txt"
+    train.write_text("\n".join(reversed(train.read_text().splitlines())) + "\n")  # same triples, other ids
+    assert main(["evaluate", str(tmp_path / "run" / "best.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "numbers its entities or relations differently" in err and str(tmp_path / "kg") in err
+    assert main(["predict", str(tmp_path / "run" / "best.pt"), "--head", "e001", "--relation", "P1"]) == 2
+
+
+def test_disk_full_during_training(kg_folder, tmp_path, capsys, monkeypatch, full_disk):
+    full_disk(".last.pt")
+    out = tmp_path / "run"
+    argv = TRAIN + ["--dataset", str(kg_folder), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(f"{out / 'last.pt'}: No space left on device")
+    assert not (out / "last.pt").exists() and not [p for p in out.iterdir() if ".tmp-" in p.name]
+    monkeypatch.undo()  # space freed: the run starts again and its log holds each epoch once
+    assert main(argv) == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log if r["event"] == "epoch"] == [1, 2, 3, 4]
+
+
+def test_example_reports_an_offline_download_in_one_line(tmp_path, capsys, monkeypatch):
+    def download_url(url, *args, **kwargs):
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(datasets_base, "download_url", download_url)
+    example = Path(__file__).resolve().parents[1] / "examples" / "link_pred_codex.py"
+    monkeypatch.setattr(sys, "argv", [str(example), "--root", str(tmp_path), "--epochs", "1", "--channels", "8"])
+    with pytest.raises(SystemExit) as exit:
+        runpy.run_path(str(example), run_name="__main__")
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    assert "could not download" in line and str(tmp_path / "codex-s" / "raw") in line

@@ -57,29 +57,10 @@ def test_crafted_checkpoint_is_refused_and_runs_nothing(tmp_path):
     assert target.exists()
 
 
-def test_disk_full_keeps_the_previous_file_and_no_temporary(tmp_path, monkeypatch):
+def test_disk_full_keeps_the_previous_file_and_no_temporary(tmp_path, monkeypatch, full_disk):
     path = tmp_path / "results.json"
     io.write_json(path, {"epoch": 1})
-    real_fdopen = os.fdopen
-
-    class FullDisk:
-        def __init__(self, f):
-            self.f = f
-
-        def write(self, content):
-            self.f.write(content[: len(content) // 2])
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-        def __getattr__(self, name):
-            return getattr(self.f, name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.f.close()
-
-    monkeypatch.setattr(os, "fdopen", lambda fd, mode: FullDisk(real_fdopen(fd, mode)))
+    full_disk("results.json")
     with pytest.raises(OSError) as info:
         io.write_json(path, {"epoch": 2})
     assert info.value.errno == errno.ENOSPC and info.value.filename == str(path)
