@@ -192,8 +192,8 @@ class KnowledgeGraphDataset(InMemoryDataset):
     where the files can be placed by hand. Label files are optional: they are
     used when present and fetched alongside a download of the split files,
     but their absence never fails (a warning says so). Files placed by hand
-    are not checksummed. Labels are read at processing time; pass
-    :obj:`force_reload=True` after adding label files.
+    are not checksummed. Labels are read at processing time (an added
+    label file changes the raw files' digest, so it is processed anew).
 
     **Processed files.** One processed copy is kept per
     (:obj:`pre_transform`, :obj:`unseen`) setting, in
