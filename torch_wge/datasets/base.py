@@ -1,4 +1,5 @@
 """One base class for knowledge graphs stored as three triple files."""
+import contextlib
 import hashlib
 import itertools
 import json
@@ -363,11 +364,14 @@ class KnowledgeGraphDataset(InMemoryDataset):
             print('Processing...', file=sys.stderr)
         os.makedirs(self.processed_dir, exist_ok=True)
         self.process()
+        # copies made from older raw files (temporary files are left alone:
+        # another process may be processing the same dataset)
         current = set(self.processed_file_names)
-        for name in os.listdir(self.processed_dir):  # copies of older raw files
-            path = osp.join(self.processed_dir, name)
-            if name not in current and osp.isfile(path):
-                os.remove(path)
+        for name in os.listdir(self.processed_dir):
+            if (name.startswith(('data-', 'vocab-')) and name.endswith('.pt')
+                    and name not in current):
+                with contextlib.suppress(FileNotFoundError):  # removed by another process
+                    os.remove(osp.join(self.processed_dir, name))
 
     def _load_processed(self) -> dict:
         self.load(self.processed_paths[0])

@@ -213,7 +213,7 @@ class Trainer:
         """Makes ``best.pt`` hold the best epoch that ``last.pt`` names: a kill
         between writing ``last.pt`` and ``best.pt`` left the previous best
         there, and ``last.pt`` of that epoch holds the new best weights."""
-        epoch, path = self.best["epoch"], self.out_dir / "best.pt"
+        epoch, path = last["best"]["epoch"], self.out_dir / "best.pt"
         if epoch is None:
             return
         held = load_checkpoint(path)["epoch"] if path.is_file() else None
@@ -226,15 +226,35 @@ class Trainer:
             )
         save_checkpoint(self.best_state(last["best_model"], epoch, last["best_valid"]), path)
 
-    def _start_folder(self) -> None:
-        """Creates the run folder, takes its lock and removes the temporary
-        files that killed writes left there."""
+    def _open_run_folder(self, resume: bool) -> Optional[Dict[str, Any]]:
+        """Creates the run folder, takes its lock, removes the temporary files
+        that killed writes left there and writes ``config.json``. With
+        ``resume``, returns the state of ``last.pt``, with ``best.pt`` and
+        the log made consistent with it; otherwise starts a new run, which
+        the folder must not hold yet."""
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "is a file, not a run folder", str(self.out_dir))
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._lock = RunLock(self.out_dir)
         self._lock.acquire()
         io.remove_stale_temporaries(self.out_dir)
+        last, state = self.out_dir / "last.pt", None
+        if resume:
+            if not last.is_file():
+                raise CheckpointError(f"nothing to resume: {last} does not exist (start without --resume)")
+            state = self._read_state(last)
+            self._repair_best(state)
+            truncate_log(self.out_dir / "log.jsonl", state["epoch"])
+        elif last.exists():
+            raise FileExistsError(
+                f"{self.out_dir} already holds a run; pass resume=True (--resume) to continue it "
+                f"or choose another output folder"
+            )
+        else:  # files of a run killed before its first checkpoint
+            for name in ("log.jsonl", "best.pt", "results.json"):
+                (self.out_dir / name).unlink(missing_ok=True)
+        io.write_json(self.out_dir / "config.json", self.config.to_dict())
+        return state
 
     def _log(self, record: Dict[str, Any]) -> None:
         if self.dist.is_main:
@@ -253,41 +273,19 @@ class Trainer:
 
     def _fit(self, resume: bool) -> Dict[str, Any]:
         start_time = time.perf_counter()
-        last = self.out_dir / "last.pt"
-        main = self.dist.is_main
-        # the run folder is read and written by rank 0 only (other machines may not see it)
-        if main:
-            self._start_folder()
+        # the run folder is read and written by rank 0 only (other machines may not see it);
+        # an error there is raised in every process
+        state = self.dist.on_main(lambda: self._open_run_folder(resume))
         if resume:
-            def read_last():
-                if not last.is_file():
-                    raise CheckpointError(f"nothing to resume: {last} does not exist (start without --resume)")
-                return self._read_state(last)
-
-            state = self.dist.on_main(read_last)
             self._restore(state)
-            if main:
-                self._repair_best(state)
-                truncate_log(self.out_dir / "log.jsonl", self.epoch)
-        elif self.dist.on_main(last.exists):
-            raise FileExistsError(
-                f"{self.out_dir} already holds a run; pass resume=True (--resume) to continue it "
-                f"or choose another output folder"
-            )
-        elif main:  # files of a run killed before its first checkpoint
-            for name in ("log.jsonl", "best.pt", "results.json"):
-                (self.out_dir / name).unlink(missing_ok=True)
-        if main:
-            io.write_json(self.out_dir / "config.json", self.config.to_dict())
-
         cfg = self.config
         bar = tqdm(total=cfg.epochs, initial=self.epoch, desc="epochs", unit="epoch",
-                   disable=not (self.progress and main))
+                   disable=not (self.progress and self.dist.is_main))
         while self.epoch < cfg.epochs and not self._should_stop():
             tic = time.perf_counter()
             loss = self.train_epoch()
             if not math.isfinite(loss):
-                kept = f"{last} keeps epoch {self.epoch}" if self.epoch else "nothing was saved"
+                kept = f"{self.out_dir / 'last.pt'} keeps epoch {self.epoch}" if self.epoch else "nothing was saved"
                 raise TrainingError(
                     f"the loss became {loss} in epoch {self.epoch + 1}; stopped without saving it ({kept}); "
                     f"try a lower --lr or a --grad-clip"
@@ -302,7 +300,7 @@ class Trainer:
             new_best = None
             if self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs:
                 new_best = self._validate(bar)
-            if main:
+            if self.dist.is_main:
                 self._save_epoch(new_best)
         bar.close()
         return self._finish(time.perf_counter() - start_time)
