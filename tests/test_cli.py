@@ -256,3 +256,8 @@ def test_example_reports_an_offline_download_in_one_line(tmp_path, capsys, monke
     assert "Traceback" not in err
     line = err.strip().splitlines()[-1]
     assert "could not download" in line and str(tmp_path / "codex-s" / "raw") in line
+
+
+def test_debug_shows_the_traceback(kg_folder, capsys):
+    with pytest.raises(ValueError, match="lr must be in"):
+        main(TRAIN + ["--dataset", str(kg_folder), "--lr", "inf", "--debug"])

@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Union
+from typing import Any, BinaryIO, Iterator, List, Union
 
 import torch
 
@@ -96,7 +96,7 @@ def append_line(path: PathLike, line: str) -> None:
         raise _naming(error, path) from error
 
 
-def read_lines(path: PathLike) -> list:
+def read_lines(path: PathLike) -> List[str]:
     """The complete lines of an append-only file (a last line without its
     newline, left by a killed append, is not among them)."""
     text = Path(path).read_bytes().decode("utf-8")
@@ -104,7 +104,7 @@ def read_lines(path: PathLike) -> list:
     return lines[:-1]  # the text after the last newline is empty or torn
 
 
-def remove_stale_temporaries(folder: PathLike) -> list:
+def remove_stale_temporaries(folder: PathLike) -> List[str]:
     """Removes the temporary files that killed writes left in ``folder``;
     returns their names. Call it only while no other process writes there."""
     removed = []
