@@ -19,7 +19,9 @@ there: place ``train.txt``, ``valid.txt`` and ``test.txt`` in
 import argparse
 import os
 
+from torch_wge.cli import positive_int, run_reporting_errors
 from torch_wge.training import RECIPES, TrainConfig, Trainer, load_data
+from torch_wge.training.checkpoint import vocabulary_digest
 from torch_wge.training.threads import set_threads
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -40,7 +42,9 @@ parser.add_argument("--time-limit", type=float, default=None, help="minutes of t
 parser.add_argument("--patience", type=int, default=None, help="early stopping, in validations")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--device", default=None, help="default: cuda when available")
-parser.add_argument("--threads", type=int, default=None, help="default: the cores not busy with other processes")
+parser.add_argument("--threads", type=positive_int, default=None,
+                    help="default: the cores not busy with other processes")
+parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
 args = parser.parse_args()
 
 try:
@@ -55,17 +59,23 @@ try:
 except ValueError as error:
     parser.error(str(error))
 
-dataset, data = load_data(config)
-print(f"{args.dataset}: {data.num_nodes} entities, {data.num_relations} relations, "
-      f"{int(data.train_mask.sum())}/{int(data.val_mask.sum())}/{int(data.test_mask.sum())} triples; "
-      f"recipe {config.recipe!r} ({config.epochs} epochs, peak lr {config.lr}, {config.objective}); "
-      f"{threads} CPU thread(s)")
-result = Trainer(config, data, args.out or f"runs/{args.dataset}").fit(resume=args.resume)
-if int(os.environ.get("RANK", 0)) != 0:  # under torchrun, only rank 0 reports
-    raise SystemExit(0)
 
-test = result["test"]["metrics"]["both"]
-print(f"best validation epoch {result['best_epoch']} of {result['epochs_trained']}, "
-      f"{result['wall_seconds']:.0f} s of training and validation")
-print(f"test (filtered, realistic ranks, both directions): MRR {test['mrr']:.4f} | "
-      f"H@1 {test['hits@1']:.4f} | H@3 {test['hits@3']:.4f} | H@10 {test['hits@10']:.4f}")
+def main() -> None:
+    dataset, data = load_data(config)
+    print(f"{args.dataset}: {data.num_nodes} entities, {data.num_relations} relations, "
+          f"{int(data.train_mask.sum())}/{int(data.val_mask.sum())}/{int(data.test_mask.sum())} triples; "
+          f"recipe {config.recipe!r} ({config.epochs} epochs, peak lr {config.lr}, {config.objective}); "
+          f"{threads} CPU thread(s)")
+    vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
+    result = Trainer(config, data, args.out or f"runs/{args.dataset}", vocabulary=vocabulary).fit(resume=args.resume)
+    if int(os.environ.get("RANK", 0)) != 0:  # under torchrun, only rank 0 reports
+        return
+    test = result["test"]["metrics"]["both"]
+    print(f"best validation epoch {result['best_epoch']} of {result['epochs_trained']}, "
+          f"{result['wall_seconds']:.0f} s of training and validation")
+    print(f"test (filtered, realistic ranks, both directions): MRR {test['mrr']:.4f} | "
+          f"H@1 {test['hits@1']:.4f} | H@3 {test['hits@3']:.4f} | H@10 {test['hits@10']:.4f}")
+
+
+# every expected failure (offline download, unwritable --out, full disk, ...) is one line, exit code 2
+raise SystemExit(run_reporting_errors("link_pred_codex", main, args.debug))

@@ -1,4 +1,5 @@
 """Shared fixtures: the benchmark datasets that lie beside the repository."""
+import errno
 import os
 from pathlib import Path
 
@@ -41,3 +42,44 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+class _FullDiskFile:
+    """A file on a full disk: half of each write lands, then ENOSPC is raised."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, content):
+        self.f.write(content[: len(content) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """``full_disk(fragment)``: from then on, writes through ``os.fdopen`` (how
+    torch_wge's atomic writes open their temporary files) to a file whose
+    path contains ``fragment`` fail with ``OSError(ENOSPC)``. Undone with
+    ``monkeypatch.undo()`` or at the end of the test."""
+    real_fdopen = os.fdopen
+
+    def fdopen(fd, *args, **kwargs):
+        f = real_fdopen(fd, *args, **kwargs)
+        return _FullDiskFile(f) if fragment[0] in os.readlink(f"/proc/self/fd/{fd}") else f
+
+    fragment = [None]
+
+    def fill(part: str) -> None:
+        fragment[0] = part
+        monkeypatch.setattr(os, "fdopen", fdopen)
+
+    return fill

@@ -1,9 +1,17 @@
 import json
+import runpy
+import shutil
+import sys
+import urllib.error
+from pathlib import Path
 
 import pytest
+import torch
 
+import torch_wge.datasets.base as datasets_base
 from torch_wge.cli import main
 from torch_wge.testing import random_kg
+from torch_wge.training.checkpoint import FORMAT
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +84,180 @@ def test_stats_on_a_folder(kg_folder, capsys):
     assert main(["stats", "--dataset", str(kg_folder), "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["entities"] == 30 and stats["relations"] == 3
+
+
+TRAIN = ["train", "--epochs", "4", "--eval-every", "2", "--channels", "8", "--batch-size", "16", "--no-progress"]
+RESUME = TRAIN + ["--dataset", "{kg}", "--out", "{run}", "--resume"]
+
+
+class MakesAFile:
+    """Unpickled by a plain ``torch.load``, it creates the file ``path``."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def crafted_checkpoint(tmp):
+    torch.save({"format": FORMAT, "config": MakesAFile(str(tmp / "created"))}, tmp / "crafted.pt")
+
+
+def write_file(name, content):
+    def prepare(tmp):
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_bytes(content)
+    return prepare
+
+
+def folder_with(name, content=None):
+    """A copy of the KG folder whose ``name`` is replaced (by a folder when ``content`` is None)."""
+    def prepare(tmp):
+        shutil.copytree(tmp / "kg-source", tmp / "kg2")
+        (tmp / "kg2" / name).unlink()
+        if content is None:
+            (tmp / "kg2" / name).mkdir()
+        else:
+            (tmp / "kg2" / name).write_bytes(content)
+    return prepare
+
+
+def append_to_log(line):
+    def prepare(tmp):
+        with open(tmp / "run" / "log.jsonl", "a") as f:
+            f.write(line + "\n")
+    return prepare
+
+
+def offline(tmp):
+    def download_url(url, *args, **kwargs):
+        raise urllib.error.URLError("no network")
+    return download_url
+
+
+# (argv with {kg}, {run} (a copy of a trained run) and {tmp}; preparation; what the one line must name)
+BAD_INPUTS = {
+    "lr inf": (TRAIN + ["--dataset", "{kg}", "--lr", "inf"], None, ["lr", "inf"]),
+    "lr 1e300": (TRAIN + ["--dataset", "{kg}", "--lr", "1e300"], None, ["lr", "1e+300"]),
+    "grad clip nan": (TRAIN + ["--dataset", "{kg}", "--grad-clip", "nan"], None, ["grad_clip", "nan"]),
+    "grad clip -1": (TRAIN + ["--dataset", "{kg}", "--grad-clip", "-1"], None, ["grad_clip", "-1"]),
+    "seed 2**70": (TRAIN + ["--dataset", "{kg}", "--seed", str(2**70)], None, ["seed", str(2**70)]),
+    "threads -1": (TRAIN + ["--dataset", "{kg}", "--threads", "-1"], None, ["--threads"]),
+    "device foo": (TRAIN + ["--dataset", "{kg}", "--device", "foo"], None, ["device", "foo"]),
+    "device cuda without cuda": (TRAIN + ["--dataset", "{kg}", "--device", "cuda"], None, ["cuda", "not available"]),
+    "channels 1e9": (TRAIN + ["--dataset", "{kg}", "--channels", "1000000000"], None, ["channels 1000000000", "GiB"]),
+    "out is a file": (TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/file"], write_file("file", b"x"), ["{tmp}/file"]),
+    "out inside a file": (TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/file/run"], write_file("file", b"x"),
+                          ["{tmp}/file/run"]),
+    "root is a file": (TRAIN + ["--dataset", "codex-s", "--root", "{tmp}/file"], write_file("file", b"x"),
+                       ["{tmp}/file"]),
+    "offline download": (TRAIN + ["--dataset", "codex-s", "--root", "{tmp}/data"], offline,
+                         ["could not download", "{tmp}/data/codex-s/raw"]),
+    "train.txt is a folder": (TRAIN + ["--dataset", "{tmp}/kg2"], folder_with("train.txt"), ["{tmp}/kg2/train.txt"]),
+    "latin-1 in train.txt": (TRAIN + ["--dataset", "{tmp}/kg2"], folder_with("train.txt", b"caf\xe9\tP1\te001\n"),
+                             ["{tmp}/kg2/train.txt", "UTF-8"]),
+    "resume with another lr": (RESUME + ["--lr", "0.05"], None, ["--lr 0.0005 -> 0.05"]),
+    "resume with another dropout": (RESUME + ["--dropout", "0.3"], None, ["--dropout 0.5 -> 0.3"]),
+    "garbage log line": (RESUME, append_to_log("garbage"), ["{run}/log.jsonl, line"]),
+    "log line [1,2]": (RESUME, append_to_log("[1,2]"), ["{run}/log.jsonl, line"]),
+    "evaluate --json a folder": (["evaluate", "{run}/best.pt", "--json", "{tmp}"], None, ["--json {tmp}"]),
+    "truncated checkpoint": (["evaluate", "{tmp}/bad.pt"], write_file("bad.pt", b"PK\x03\x04 cut"),
+                             ["{tmp}/bad.pt", "corrupt"]),
+    "crafted checkpoint": (["evaluate", "{tmp}/crafted.pt"], crafted_checkpoint, ["{tmp}/crafted.pt", "refused"]),
+    "evaluate --device foo": (["evaluate", "{run}/best.pt", "--device", "foo"], None, ["foo"]),
+    "predict --top-k 0": (["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1", "--top-k", "0"], None,
+                          ["--top-k"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_gives_one_line_naming_it(case, kg_folder, trained, tmp_path, capsys, monkeypatch):
+    argv, prepare, named = BAD_INPUTS[case]
+    if case == "device cuda without cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    shutil.copytree(trained, tmp_path / "run")
+    shutil.copytree(kg_folder, tmp_path / "kg-source")
+    if prepare is offline:
+        monkeypatch.setattr(datasets_base, "download_url", offline(tmp_path))
+    elif prepare is not None:
+        prepare(tmp_path)
+    fill = {"kg": str(kg_folder), "run": str(tmp_path / "run"), "tmp": str(tmp_path)}
+    try:
+        code = main([arg.format(**fill) for arg in argv])
+    except SystemExit as exit:  # argparse's own errors
+        code = exit.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Traceback" not in err
+    message = err.strip().splitlines()[-1]
+    for text in named:
+        assert text.format(**fill) in message, message
+    assert not (tmp_path / "created").exists()
+
+
+def test_predict_filter_known_lists_no_known_answer(trained, kg_folder, capsys):
+    head, relation = (kg_folder / "train.txt").read_text().splitlines()[0].split("\t")[:2]
+
+    def answers(*extra):
+        assert main(["predict", str(trained / "best.pt"), "--head", head, "--relation", relation,
+                     "--top-k", "30", *extra]) == 0
+        return [line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:]]
+
+    everything = answers()
+    known = [row[0] for row in everything if row[-1] == "[known]"]
+    assert len(everything) == 30 and known
+    filtered = answers("--filter-known")
+    assert [row[0] for row in filtered] == [row[0] for row in everything if row[0] not in known]
+    assert not any(row[-1] == "[known]" for row in filtered)
+
+
+def test_reordered_vocabulary_is_refused(kg_folder, tmp_path, capsys):
+    shutil.copytree(kg_folder, tmp_path / "kg")
+    run = ["train", "--dataset", str(tmp_path / "kg"), "--epochs", "2", "--eval-every", "2", "--channels", "8",
+           "--batch-size", "16", "--out", str(tmp_path / "run"), "--no-progress"]
+    assert main(run) == 0
+    assert main(["evaluate", str(tmp_path / "run" / "best.pt")]) == 0
+    capsys.readouterr()
+    train = tmp_path / "kg" / "train.txt"
+    train.write_text("\n".join(reversed(train.read_text().splitlines())) + "\n")  # same triples, other ids
+    assert main(["evaluate", str(tmp_path / "run" / "best.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "numbers its entities or relations differently" in err and str(tmp_path / "kg") in err
+    assert main(["predict", str(tmp_path / "run" / "best.pt"), "--head", "e001", "--relation", "P1"]) == 2
+
+
+def test_disk_full_during_training(kg_folder, tmp_path, capsys, monkeypatch, full_disk):
+    full_disk(".last.pt")
+    out = tmp_path / "run"
+    argv = TRAIN + ["--dataset", str(kg_folder), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(f"{out / 'last.pt'}: No space left on device")
+    assert not (out / "last.pt").exists() and not [p for p in out.iterdir() if ".tmp-" in p.name]
+    monkeypatch.undo()  # space freed: the run starts again and its log holds each epoch once
+    assert main(argv) == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log if r["event"] == "epoch"] == [1, 2, 3, 4]
+
+
+def test_example_reports_an_offline_download_in_one_line(tmp_path, capsys, monkeypatch):
+    def download_url(url, *args, **kwargs):
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(datasets_base, "download_url", download_url)
+    example = Path(__file__).resolve().parents[1] / "examples" / "link_pred_codex.py"
+    monkeypatch.setattr(sys, "argv", [str(example), "--root", str(tmp_path), "--epochs", "1", "--channels", "8"])
+    with pytest.raises(SystemExit) as exit:
+        runpy.run_path(str(example), run_name="__main__")
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    assert "could not download" in line and str(tmp_path / "codex-s" / "raw") in line
+
+
+def test_debug_shows_the_traceback(kg_folder, capsys):
+    with pytest.raises(ValueError, match="lr must be in"):
+        main(TRAIN + ["--dataset", str(kg_folder), "--lr", "inf", "--debug"])

@@ -1,7 +1,9 @@
 """Command line: ``python -m torch_wge`` or ``torch-wge``.
 
 Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT`` and ``stats``.
-Every error caused by the arguments or the files prints one line and exits with 2.
+Every expected failure (a bad option, an unreadable, corrupt or unwritable
+file, a full disk, a failed download, a diverged run) prints one line naming
+the option or file and exits with 2; ``--debug`` shows the traceback instead.
 """
 import argparse
 import dataclasses
@@ -10,8 +12,11 @@ import os
 import sys
 import typing
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
+import torch
+
+from torch_wge import io
 from torch_wge.training.config import CHOICES, RECIPES, TrainConfig
 
 CONFIG_HELP = {
@@ -50,9 +55,65 @@ class CliError(Exception):
     """An error the user can fix; printed as one line."""
 
 
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def one_line(error: BaseException) -> str:
+    """The message of ``error`` on one line, naming the file of an I/O error."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.filename}: {error.strerror}"
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    )
+
+
+def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False) -> int:
+    """Calls ``fn`` and returns an exit code: 0, or 2 after printing an
+    expected failure as one line (re-raised with ``debug``), or 130 on Ctrl-C.
+    Shared by the command line and the examples."""
+    from torch_wge.datasets import DownloadError
+    from torch_wge.training import CheckpointError
+    from torch_wge.training.run_folder import RunFolderBusy
+    from torch_wge.training.trainer import TrainingError
+
+    expected = (CliError, CheckpointError, DownloadError, RunFolderBusy, TrainingError, ValueError, KeyError, OSError)
+    try:
+        fn()
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted (a training run resumes with --resume)", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if debug or not (isinstance(error, expected) or _is_out_of_memory(error)):
+            raise
+        message = one_line(error)
+        if _is_out_of_memory(error):
+            message = f"out of memory ({message}); try a smaller --channels, --batch-size or --eval-batch-size"
+        rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
+        print(f"{name}: error{rank}: {message}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One option per :class:`TrainConfig` field, with its default shown
-    (for the settings a recipe fills in, each recipe's value)."""
+    """One option per :class:`TrainConfig` field, with its default shown (for
+    the settings a recipe fills in, each recipe's value). An option not given
+    is absent from the parsed arguments, so that :func:`config_from_args` can
+    tell what was given explicitly."""
     types = typing.get_type_hints(TrainConfig)
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
@@ -63,14 +124,30 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         else:
             help_text = f"{CONFIG_HELP[field.name]} (default: {field.default})"
         if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default, help=help_text)
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                                help=help_text)
         else:
             choices = CHOICES.get(field.name) or (sorted(RECIPES) if field.name == "recipe" else None)
-            parser.add_argument(flag, type=kind, default=field.default, choices=choices, help=help_text)
+            parser.add_argument(flag, type=kind, default=argparse.SUPPRESS, choices=choices, help=help_text)
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+def read_saved_config(path: Path) -> dict:
+    """The settings a run folder's ``config.json`` holds."""
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise CliError(f"{path}: unreadable run settings ({error})") from None
+    if not isinstance(values, dict):
+        raise CliError(f"{path}: expected a JSON object of settings")
+    return values
+
+
+def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> TrainConfig:
+    """The run's settings: the options given on the command line, over
+    ``saved`` (the ``config.json`` of a run being resumed) or else over the
+    defaults of :class:`TrainConfig` and its recipe."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name in args}
+    config = TrainConfig.from_dict({**(saved or {}), **given})
     config.validate()
     return config
 
@@ -83,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(train)
     train.add_argument("--out", default=None, help="output folder for checkpoints and logs (default: runs/<dataset>)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    add_force_reload(train)
     train.add_argument(
         "--backend", choices=["gloo", "nccl"], default=None,
         help="process-group backend under torchrun (default: nccl on CUDA, gloo on the CPU)",
@@ -103,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     side.add_argument("--head", help="identifier of the head entity: predict tails")
     side.add_argument("--tail", help="identifier of the tail entity: predict heads")
     predict.add_argument("--relation", required=True, help="identifier of the relation")
-    predict.add_argument("--top-k", type=int, default=10, help="number of answers (default: 10)")
+    predict.add_argument("--top-k", type=positive_int, default=10, help="number of answers (default: 10)")
     predict.add_argument("--filter-known", action="store_true", help="leave out answers already known in the graph")
     add_data_override(predict)
     add_common(predict)
@@ -113,35 +191,53 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--root", default="data", help="dataset cache folder (default: data)")
     stats.add_argument("--beta", type=float, default=0.2, help="beta of the relation-focused view (default: 0.2)")
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_force_reload(stats)
+    add_common(stats)
     return parser
 
 
 def add_data_override(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", default=None, help="dataset cache folder (default: the one the run used)")
     parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
+    add_force_reload(parser)
+
+
+def add_force_reload(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force-reload", action="store_true", help="process the dataset's raw files anew")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--threads", type=int, default=None,
+        "--threads", type=positive_int, default=None,
         help="CPU threads for PyTorch (default: the cores not busy with other processes, at most PyTorch's default)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
 # ---------------------------------------------------------------- commands
 def run_train(args) -> None:
     from torch_wge.training import Trainer, graph_transform, open_dataset
+    from torch_wge.training.checkpoint import vocabulary_digest
     from torch_wge.training.distributed import DistributedContext
 
-    config = config_from_args(args)
-    out = Path(args.out or Path("runs") / Path(config.dataset).name)
+    out = Path(args.out or Path("runs") / Path(getattr(args, "dataset", TrainConfig.dataset)).name)
+    saved = None
+    if args.resume and (out / "config.json").is_file():  # the run's own settings, unless given again
+        saved = read_saved_config(out / "config.json")
+    config = config_from_args(args, saved)
     # under torchrun: join the process group first, so that one process
     # downloads and processes the dataset before the others read it
     context = DistributedContext.from_environment(config.device, args.backend)
-    dataset = context.in_turn(lambda: open_dataset(config.dataset, config.root, transform=graph_transform(config)))
+    dataset = context.in_turn(lambda: open_dataset(
+        config.dataset, config.root, transform=graph_transform(config), force_reload=args.force_reload
+    ))
     data = dataset[0]
-    result = Trainer(config, data, out, progress=not args.no_progress, backend=args.backend).fit(resume=args.resume)
+    vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
+    if context.is_main and not args.no_progress:
+        print(f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)", file=sys.stderr)
+    trainer = Trainer(config, data, out, progress=not args.no_progress, backend=args.backend, vocabulary=vocabulary)
+    result = trainer.fit(resume=args.resume)
     if context.is_main:
         print_final(result, out)
 
@@ -159,13 +255,17 @@ def print_final(result: dict, out: Path) -> None:
 def run_evaluate(args) -> None:
     from torch_wge.training import evaluate_checkpoint
 
-    results, dataset = evaluate_checkpoint(args.checkpoint, args.split, root=args.root, device=args.device)
+    if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
+        raise CliError(f"--json {args.json}: is a directory or lies in a folder that does not exist")
+    results, dataset = evaluate_checkpoint(
+        args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
+    )
     names = dataset.relation_names
     labels = getattr(dataset, "relation_labels", None) or [None] * len(names)
     labelled = [f"{name} ({label})" if label else name for name, label in zip(names, labels)]
     print(results.format(per_relation=args.per_relation, relation_names=labelled))
     if args.json:
-        Path(args.json).write_text(json.dumps(results.to_dict(), indent=2))
+        io.write_json(args.json, results.to_dict())
 
 
 def run_predict(args) -> None:
@@ -175,6 +275,7 @@ def run_predict(args) -> None:
     rows = predict(
         args.checkpoint, query_entity, args.relation, predict_tails=args.head is not None,
         top_k=args.top_k, filter_known=args.filter_known, root=args.root, device=args.device,
+        force_reload=args.force_reload,
     )
     wanted = "tail" if args.head is not None else "head"
     print(f"top {len(rows)} {wanted}s of ({args.head or '?'}, {args.relation}, {args.tail or '?'}):")
@@ -190,7 +291,7 @@ def run_stats(args) -> None:
 
     if not 0.0 <= args.beta <= 1.0:
         raise CliError(f"beta must be in [0, 1], got {args.beta}")
-    dataset = open_dataset(args.dataset, args.root)
+    dataset = open_dataset(args.dataset, args.root, force_reload=args.force_reload)
     stats = dataset_statistics(dataset[0], beta=args.beta)
     if args.json:
         print(json.dumps(stats, indent=2))
@@ -205,23 +306,12 @@ COMMANDS = {"train": run_train, "evaluate": run_evaluate, "predict": run_predict
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from torch_wge.training import CheckpointError
     from torch_wge.training.threads import set_threads
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        if "threads" in args:
-            threads = set_threads(args.threads)
-            if args.command == "train" and not args.no_progress:
-                print(f"torch-wge: {threads} CPU thread(s) (--threads to change)", file=sys.stderr)
+    args = build_parser().parse_args(argv)
+
+    def run() -> None:
+        set_threads(args.threads)
         COMMANDS[args.command](args)
-    except (CliError, CheckpointError, ValueError, FileExistsError, FileNotFoundError, KeyError) as error:
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
-        print(f"torch-wge {args.command}: error{rank}: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"torch-wge {args.command}: interrupted (a training run resumes with --resume)", file=sys.stderr)
-        return 130
-    return 0
+
+    return run_reporting_errors(f"torch-wge {args.command}", run, args.debug)

@@ -1,9 +1,12 @@
 """A short real training run: CoDEx-S from ../shared/datasets, placed by hand (no network)."""
 import shutil
 
+import pytest
+
 from torch_wge.training import TrainConfig, Trainer, load_data
 
 
+@pytest.mark.slow
 def test_short_codex_s_run_learns(shared_datasets, tmp_path):
     raw = tmp_path / "data" / "codex-s" / "raw"
     raw.mkdir(parents=True)

@@ -188,7 +188,7 @@ def test_one_epoch_on_two_processes_matches_one_process(one_epoch):
         assert torch.equal(models[1][name], value), name
     # only rank 0 wrote the run folder
     assert sorted(p.name for p in (one_epoch / "two").iterdir() if not p.name.startswith(("model-", "result-"))) \
-        == ["best.pt", "config.json", "last.pt", "log.jsonl", "results.json"]
+        == [".lock", "best.pt", "config.json", "last.pt", "log.jsonl", "results.json"]
     assert sum(1 for r in logs[1] if r["event"] == "final") == 1
 
 

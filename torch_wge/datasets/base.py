@@ -1,10 +1,12 @@
 """One base class for knowledge graphs stored as three triple files."""
+import contextlib
 import hashlib
 import itertools
 import json
 import os
 import os.path as osp
 import re
+import sys
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -12,6 +14,8 @@ import numpy as np
 import torch
 from torch_geometric.data import Data, InMemoryDataset, download_url
 from torch_geometric.io import fs
+
+from torch_wge import io
 
 SPLIT_FILES = ('train.txt', 'valid.txt', 'test.txt')
 UNSEEN_CHOICES = ('keep', 'drop', 'error')
@@ -47,8 +51,7 @@ def read_triples(path: str) -> Tuple[Triples, List[int]]:
             line that does not hold exactly three non-empty tab-separated
             fields, or naming the file when it holds no triple.
     """
-    with open(path, encoding='utf-8-sig') as f:  # a leading BOM is dropped
-        text = f.read()
+    text = _read_text(path, encoding='utf-8-sig')  # a leading BOM is dropped
     lines = text.split('\n')
     if lines and lines[-1] == '':
         lines.pop()
@@ -76,20 +79,54 @@ def read_triples(path: str) -> Tuple[Triples, List[int]]:
 def read_label_file(path: str) -> Dict[str, str]:
     r"""Reads ``id<TAB>label`` lines (lines without a tab are skipped)."""
     labels: Dict[str, str] = {}
-    with open(path, encoding='utf-8') as f:
-        for line in f:
-            key, sep, label = line.rstrip('\r\n').partition('\t')
-            if sep and key not in labels:
-                labels[key] = label
+    for line in _read_text(path).split('\n'):
+        key, sep, label = line.rstrip('\r').partition('\t')
+        if sep and key not in labels:
+            labels[key] = label
     return labels
 
 
 def read_label_json(path: str) -> Dict[str, str]:
     r"""Reads CoDEx-style ``{"id": {"label": ...}, ...}`` label files."""
-    with open(path, encoding='utf-8') as f:
-        content = json.load(f)
+    try:
+        content = json.loads(_read_text(path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
     return {key: value['label'] for key, value in content.items()
             if isinstance(value, dict) and isinstance(value.get('label'), str)}
+
+
+def _read_text(path: str, encoding: str = 'utf-8') -> str:
+    # The text of a raw file; a decoding error names the file.
+    with open(path, 'rb') as f:
+        content = f.read()
+    try:
+        return content.decode(encoding)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte 0x{content[e.start]:02x} "
+                         f"at offset {e.start})") from None
+
+
+def first_appearance_ids(splits: Sequence[Triples]) -> Tuple[List[str],
+                                                             List[str]]:
+    r"""Entity and relation identifiers in order of first appearance:
+    split by split, line by line, the head before the tail."""
+    columns = [tuple(zip(*rows)) for rows in splits]  # (heads, rels, tails)
+    entities = dict.fromkeys(itertools.chain.from_iterable(
+        itertools.chain.from_iterable(zip(h, t)) for h, _, t in columns))
+    relations = dict.fromkeys(itertools.chain.from_iterable(
+        r for _, r, _ in columns))
+    return list(entities), list(relations)
+
+
+def triple_ids(rows: Triples, entity_id: Dict[str, int],
+               relation_id: Dict[str, int]) -> np.ndarray:
+    r"""The ``[n, 3]`` id array of string triples."""
+    ids = np.empty((len(rows), 3), dtype=np.int64)
+    for column, ids_of in enumerate((entity_id, relation_id, entity_id)):
+        ids[:, column] = np.fromiter((ids_of[row[column]] for row in rows),
+                                     np.int64, len(rows))
+    return ids
 
 
 def _first_occurrences(ids: np.ndarray, num_entities: int,
@@ -156,15 +193,19 @@ class KnowledgeGraphDataset(InMemoryDataset):
     where the files can be placed by hand. Label files are optional: they are
     used when present and fetched alongside a download of the split files,
     but their absence never fails (a warning says so). Files placed by hand
-    are not checksummed. Labels are read at processing time; pass
-    :obj:`force_reload=True` after adding label files.
+    are not checksummed. Labels are read at processing time (an added
+    label file changes the raw files' digest, so it is processed anew).
 
     **Processed files.** One processed copy is kept per
     (:obj:`pre_transform`, :obj:`unseen`) setting, in
     ``processed/<unseen>-<digest of repr(pre_transform)>``, so a changed
     pre-transform (e.g. another :obj:`beta` of
     :class:`~torch_wge.transforms.RelationFocusedTransform`) is processed
-    anew instead of silently reusing the old graph.
+    anew instead of silently reusing the old graph. The processed file names
+    hold a digest of the content of the raw files (split and label files),
+    so an edited or added raw file is processed anew too. Processed files
+    are written atomically; one that cannot be read (damaged by something
+    else) is rebuilt from the raw files with a warning.
 
     Args:
         root (str): Root directory.
@@ -198,10 +239,17 @@ class KnowledgeGraphDataset(InMemoryDataset):
             raise ValueError(f"'unseen' must be one of {UNSEEN_CHOICES} "
                              f"(got {unseen!r})")
         self.unseen = unseen
+        self._raw_digest: Optional[str] = None
         super().__init__(root, transform, pre_transform,
                          force_reload=force_reload, log=log)
-        self.load(self.processed_paths[0])
-        meta = fs.torch_load(self.processed_paths[1])
+        try:
+            meta = self._load_processed()
+        except Exception as e:  # torch raises many kinds on a damaged file
+            warnings.warn(f"{self.processed_dir}: processed files unreadable "
+                          f"({type(e).__name__}: {e}); processing the raw "
+                          f"files again", stacklevel=2)
+            self._process_raw()
+            meta = self._load_processed()
         self.entity_names: List[str] = meta['entity_names']
         self.relation_names: List[str] = meta['relation_names']
         self.entity_labels: Optional[List[Optional[str]]] = meta[
@@ -228,32 +276,52 @@ class KnowledgeGraphDataset(InMemoryDataset):
         return list(SPLIT_FILES)
 
     @property
+    def label_file_names(self) -> List[str]:
+        r"""Optional label files in :obj:`raw_dir` that processing reads."""
+        return list(self.label_urls)
+
+    @property
     def processed_file_names(self) -> List[str]:
-        return ['data.pt', 'vocab.pt']
+        if self._raw_digest is None:
+            self._raw_digest = self._digest_raw_files()
+        return [f'data-{self._raw_digest}.pt', f'vocab-{self._raw_digest}.pt']
+
+    def _digest_raw_files(self) -> str:
+        # Digest of the name and content of every raw file processing reads.
+        names = [*SPLIT_FILES, *self.label_file_names]
+        paths = [osp.join(self.raw_dir, name) for name in names]
+        listing = [f'{osp.basename(path)} {md5sum(path)}'
+                   for path in paths if osp.isfile(path)]
+        return hashlib.md5('\n'.join(listing).encode()).hexdigest()[:12]
 
     # Download --------------------------------------------------------------
     def _fetch(self, filename: str, url: str) -> None:
         files = (', '.join(SPLIT_FILES) if filename in SPLIT_FILES else
                  filename)
         path = osp.join(self.raw_dir, filename)
+        # downloaded under a temporary name: a killed download leaves no
+        # partial file under the final name
+        part = osp.join(self.raw_dir, f'.{filename}{io.TEMP_INFIX}download')
         try:
-            download_url(url, self.raw_dir, log=self.log, filename=filename)
+            download_url(url, self.raw_dir, log=self.log,
+                         filename=osp.basename(part))
         except Exception as e:
-            if osp.exists(path):
-                os.remove(path)
+            if osp.exists(part):
+                os.remove(part)
             raise DownloadError(
                 f"could not download {url} ({type(e).__name__}: {e}). "
                 f"Without network access, place {files} by hand in "
                 f"{self.raw_dir}") from e
         expected = self.md5.get(filename)
         if expected is not None:
-            actual = md5sum(path)
+            actual = md5sum(part)
             if actual != expected:
-                os.remove(path)
+                os.remove(part)
                 raise DownloadError(
                     f"md5 mismatch for {url}: expected {expected}, got "
                     f"{actual} (the file was removed). Place a correct "
                     f"copy of {filename} by hand in {self.raw_dir}")
+        os.replace(part, path)
 
     def download(self) -> None:
         for filename in SPLIT_FILES:
@@ -284,6 +352,31 @@ class KnowledgeGraphDataset(InMemoryDataset):
         return None
 
     # Processing ------------------------------------------------------------
+    def _process(self) -> None:
+        # Replaces PyG's: the processed folder is already keyed by the
+        # pre-transform and the file names by the raw files' content.
+        if self.force_reload or not all(
+                osp.isfile(path) for path in self.processed_paths):
+            self._process_raw()
+
+    def _process_raw(self) -> None:
+        if self.log and 'PYTEST_CURRENT_TEST' not in os.environ:
+            print('Processing...', file=sys.stderr)
+        os.makedirs(self.processed_dir, exist_ok=True)
+        self.process()
+        # copies made from older raw files (temporary files are left alone:
+        # another process may be processing the same dataset)
+        current = set(self.processed_file_names)
+        for name in os.listdir(self.processed_dir):
+            if (name.startswith(('data-', 'vocab-')) and name.endswith('.pt')
+                    and name not in current):
+                with contextlib.suppress(FileNotFoundError):  # removed by another process
+                    os.remove(osp.join(self.processed_dir, name))
+
+    def _load_processed(self) -> dict:
+        self.load(self.processed_paths[0])
+        return fs.torch_load(self.processed_paths[1])
+
     def process(self) -> None:
         splits, lines = [], []
         for path in self.raw_paths:
@@ -291,93 +384,33 @@ class KnowledgeGraphDataset(InMemoryDataset):
             splits.append(rows)
             lines.append(linenos)
         num_dropped: Dict[str, int] = {}
-
-        # Valid and test triples with an entity or relation unseen in train.
-        train = splits[0]
-        train_entities = set(row[0] for row in train)
-        train_entities.update(row[2] for row in train)
-        train_relations = set(row[1] for row in train)
         for i in (1, 2):
-            path, rows = self.raw_paths[i], splits[i]
-            unseen = [j for j, (h, r, t) in enumerate(rows)
-                      if h not in train_entities or t not in train_entities
-                      or r not in train_relations]
-            num_dropped[f'{SPLIT_FILES[i]}:unseen'] = 0
-            if not unseen:
-                continue
-            if self.unseen == 'error':
-                raise ValueError(
-                    f"{path}, line {lines[i][unseen[0]]}: entity or relation "
-                    f"not seen in {self.raw_paths[0]} ({len(unseen)} such "
-                    f"triple(s) in this file; pass unseen='keep' or 'drop')")
-            if self.unseen == 'drop':
-                drop = set(unseen)
-                splits[i] = [row for j, row in enumerate(rows)
-                             if j not in drop]
-                lines[i] = [n for j, n in enumerate(lines[i]) if j not in drop]
-                num_dropped[f'{SPLIT_FILES[i]}:unseen'] = len(unseen)
-                warnings.warn(
-                    f"{path}: dropped {len(unseen)} of {len(rows)} triple(s) "
-                    f"whose entity or relation does not occur in training",
-                    stacklevel=2)
-                if not splits[i]:
-                    raise ValueError(f"{path} holds no triples once those "
-                                     f"with unseen entities are dropped")
-            else:
-                warnings.warn(
-                    f"{path}: {len(unseen)} of {len(rows)} triple(s) have an "
-                    f"entity or relation that does not occur in training; "
-                    f"kept (benchmark convention)", stacklevel=2)
+            splits[i], lines[i], num_dropped[f'{SPLIT_FILES[i]}:unseen'] = \
+                self._filter_unseen(i, splits[0], splits[i], lines[i])
 
-        # Ids in order of first appearance: train, valid, test; head, tail.
-        columns = [tuple(zip(*rows)) for rows in splits]  # (heads, rels, tails)
-        entities = dict.fromkeys(itertools.chain.from_iterable(
-            itertools.chain.from_iterable(zip(h, t)) for h, _, t in columns))
-        relations = dict.fromkeys(itertools.chain.from_iterable(
-            r for _, r, _ in columns))
-        entity_id = {name: i for i, name in enumerate(entities)}
-        relation_id = {name: i for i, name in enumerate(relations)}
-        N, R = len(entity_id), len(relation_id)
-
+        entity_names, relation_names = first_appearance_ids(splits)
+        entity_id = {name: i for i, name in enumerate(entity_names)}
+        relation_id = {name: i for i, name in enumerate(relation_names)}
         parts = []
-        for i, (heads, rels, tails) in enumerate(columns):
-            n = len(heads)
-            ids = np.empty((n, 3), dtype=np.int64)
-            ids[:, 0] = np.fromiter(map(entity_id.__getitem__, heads),
-                                    np.int64, n)
-            ids[:, 1] = np.fromiter(map(relation_id.__getitem__, rels),
-                                    np.int64, n)
-            ids[:, 2] = np.fromiter(map(entity_id.__getitem__, tails),
-                                    np.int64, n)
-            first = _first_occurrences(ids, N, R)
-            dropped = n - first.size
-            num_dropped[f'{SPLIT_FILES[i]}:duplicate'] = dropped
-            if dropped:
-                ids = ids[first]
-                warnings.warn(f"{self.raw_paths[i]}: dropped {dropped} "
-                              f"repeated triple(s) (kept the first of each)",
-                              stacklevel=2)
-            parts.append(torch.from_numpy(ids))
-        ids = torch.cat(parts)
-        sizes = torch.tensor([part.size(0) for part in parts])
-        split = torch.repeat_interleave(torch.arange(3), sizes)
+        for i, rows in enumerate(splits):
+            ids = triple_ids(rows, entity_id, relation_id)
+            first = _first_occurrences(ids, len(entity_id), len(relation_id))
+            num_dropped[f'{SPLIT_FILES[i]}:duplicate'] = len(ids) - first.size
+            if first.size < len(ids):
+                warnings.warn(f"{self.raw_paths[i]}: dropped "
+                              f"{len(ids) - first.size} repeated triple(s) "
+                              f"(kept the first of each)", stacklevel=2)
+            parts.append(torch.from_numpy(ids[first]))
 
-        data = Data(
-            edge_index=ids[:, [0, 2]].t().contiguous(),
-            edge_type=ids[:, 1].contiguous(),
-            train_mask=split == 0,
-            val_mask=split == 1,
-            test_mask=split == 2,
-            num_nodes=N,
-            num_relations=R,
-        )
+        data = _graph(parts, len(entity_id), len(relation_id))
         if self.pre_transform is not None:
             data = self.pre_transform(data)
-        self.save([data], self.processed_paths[0])
+        data, slices = self.collate([data])
+        io.torch_save((data.to_dict(), slices, data.__class__),
+                      self.processed_paths[0])
 
-        entity_names, relation_names = list(entities), list(relations)
         ent_labels, rel_labels = self.read_labels()
-        fs.torch_save(
+        io.torch_save(
             {
                 'entity_names': entity_names,
                 'relation_names': relation_names,
@@ -387,6 +420,41 @@ class KnowledgeGraphDataset(InMemoryDataset):
                 [rel_labels.get(name) for name in relation_names],
                 'num_dropped': num_dropped,
             }, self.processed_paths[1])
+
+    def _filter_unseen(self, i: int, train: Triples, rows: Triples,
+                       linenos: List[int]) -> Tuple[Triples, List[int], int]:
+        # Applies the 'unseen' rule to split i (valid or test): returns its
+        # rows, their line numbers and the number dropped.
+        path = self.raw_paths[i]
+        entities = set(row[0] for row in train)
+        entities.update(row[2] for row in train)
+        relations = set(row[1] for row in train)
+        unseen = [j for j, (h, r, t) in enumerate(rows)
+                  if h not in entities or t not in entities
+                  or r not in relations]
+        if not unseen:
+            return rows, linenos, 0
+        if self.unseen == 'error':
+            raise ValueError(
+                f"{path}, line {linenos[unseen[0]]}: entity or relation "
+                f"not seen in {self.raw_paths[0]} ({len(unseen)} such "
+                f"triple(s) in this file; pass unseen='keep' or 'drop')")
+        if self.unseen == 'keep':
+            warnings.warn(
+                f"{path}: {len(unseen)} of {len(rows)} triple(s) have an "
+                f"entity or relation that does not occur in training; "
+                f"kept (benchmark convention)", stacklevel=3)
+            return rows, linenos, 0
+        drop = set(unseen)
+        warnings.warn(
+            f"{path}: dropped {len(unseen)} of {len(rows)} triple(s) "
+            f"whose entity or relation does not occur in training",
+            stacklevel=3)
+        kept = [j for j in range(len(rows)) if j not in drop]
+        if not kept:
+            raise ValueError(f"{path} holds no triples once those "
+                             f"with unseen entities are dropped")
+        return [rows[j] for j in kept], [linenos[j] for j in kept], len(drop)
 
     # Convenience -----------------------------------------------------------
     @property
@@ -401,6 +469,23 @@ class KnowledgeGraphDataset(InMemoryDataset):
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}()'
+
+
+def _graph(parts: List[torch.Tensor], num_entities: int,
+           num_relations: int) -> Data:
+    # The one graph of the dataset from the id triples of each split.
+    ids = torch.cat(parts)
+    split = torch.repeat_interleave(torch.arange(3),
+                                    torch.tensor([len(p) for p in parts]))
+    return Data(
+        edge_index=ids[:, [0, 2]].t().contiguous(),
+        edge_type=ids[:, 1].contiguous(),
+        train_mask=split == 0,
+        val_mask=split == 1,
+        test_mask=split == 2,
+        num_nodes=num_entities,
+        num_relations=num_relations,
+    )
 
 
 def _require_name(cls_name: str, name: str, valid: Sequence[str]) -> str:

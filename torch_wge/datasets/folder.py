@@ -8,6 +8,9 @@ from torch_wge.datasets.base import (
     read_label_file,
 )
 
+ENTITY_LABEL_FILES = ('entity_labels.txt', 'entity_labels.en.txt')
+RELATION_LABEL_FILES = ('relation_labels.txt', 'relation_labels.en.txt')
+
 
 class TriplesFolder(KnowledgeGraphDataset):
     r"""A knowledge graph read from a folder that holds ``train.txt``,
@@ -50,11 +53,14 @@ class TriplesFolder(KnowledgeGraphDataset):
             f"TriplesFolder: {', '.join(missing)} not found in {self.raw_dir} "
             f"(it must hold {', '.join(SPLIT_FILES)})")
 
+    @property
+    def label_file_names(self) -> List[str]:
+        return [*ENTITY_LABEL_FILES, *RELATION_LABEL_FILES]
+
     def read_labels(self) -> Tuple[Optional[Dict[str, str]],
                                    Optional[Dict[str, str]]]:
-        ent = self._optional_raw('entity_labels.txt', 'entity_labels.en.txt')
-        rel = self._optional_raw('relation_labels.txt',
-                                 'relation_labels.en.txt')
+        ent = self._optional_raw(*ENTITY_LABEL_FILES)
+        rel = self._optional_raw(*RELATION_LABEL_FILES)
         return (None if ent is None else read_label_file(ent),
                 None if rel is None else read_label_file(rel))
 

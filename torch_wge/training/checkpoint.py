@@ -1,13 +1,22 @@
-import os
-import tempfile
+"""Checkpoint files: atomic writes, safe loading, and the checks that a
+checkpoint fits the run or the data it is used with."""
+import hashlib
+import json
+import pickle
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 
+from torch_wge import io
 from torch_wge.training.config import TrainConfig
 
 FORMAT = "torch_wge-checkpoint-v1"
+
+#: Settings a resumed run may change: they do not alter the training
+#: trajectory of the epochs already run (``epochs`` and ``patience`` only
+#: move the end) or only say where data and computation live.
+RESUMABLE_CHANGES = ("epochs", "patience", "time_limit", "root", "device", "eval_batch_size")
 
 
 class CheckpointError(RuntimeError):
@@ -15,39 +24,61 @@ class CheckpointError(RuntimeError):
 
 
 def save_checkpoint(state: Dict[str, Any], path: Union[str, Path]) -> None:
-    """Writes ``state`` atomically: to a temporary file in the same folder,
-    flushed to disk, then renamed over ``path``. A kill at any moment leaves
-    either the previous checkpoint or the new one, never a partial file."""
+    """Writes ``state`` atomically (see :mod:`torch_wge.io`): a kill at any
+    moment leaves either the previous checkpoint or the new one. ``state``
+    must hold only tensors, numbers, strings, lists and dicts, so that
+    :func:`load_checkpoint` can read it without running pickled code."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format": FORMAT, **state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    io.torch_save({"format": FORMAT, **state}, path)
 
 
 def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> Dict[str, Any]:
-    """Reads a checkpoint written by :func:`save_checkpoint`.
+    """Reads a checkpoint written by :func:`save_checkpoint` with
+    ``weights_only=True``: a file that holds anything but tensors, numbers,
+    strings and containers of them is refused before any of its code runs.
 
     Raises:
-        CheckpointError: if the file is missing, unreadable or not a torch_wge checkpoint.
+        CheckpointError: if the file is missing, unreadable, holds other
+            objects or is not a torch_wge checkpoint.
     """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "weights only" in str(error).lower():
+            raise CheckpointError(
+                f"{path} holds objects other than tensors, numbers and strings; refused (loading it could run code)"
+            ) from error
+        raise CheckpointError(f"checkpoint {path} is corrupt or unreadable: {_first_line(error)}") from error
+    except OSError:
+        raise  # a permission or I/O error names the file itself
     except Exception as error:  # torch raises many kinds on a damaged file
-        raise CheckpointError(f"checkpoint {path} is corrupt or unreadable: {error}") from error
+        raise CheckpointError(f"checkpoint {path} is corrupt or unreadable: {_first_line(error)}") from error
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a torch_wge checkpoint (expected format {FORMAT})")
     return state
+
+
+def vocabulary_digest(entity_names: Sequence[str], relation_names: Sequence[str]) -> str:
+    """A digest of the id -> identifier maps of a dataset: equal digests mean
+    that every entity and relation id names the same thing."""
+    text = json.dumps([list(entity_names), list(relation_names)], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_vocabulary(state: Dict[str, Any], digest: Optional[str], path, dataset: str) -> None:
+    """Raises :class:`CheckpointError` when the checkpoint was trained on a
+    vocabulary (entity and relation ids) other than the data's. Checkpoints
+    written without a vocabulary digest are only checked by size."""
+    stored = state.get("vocabulary")
+    if stored is not None and digest is not None and stored != digest:
+        raise CheckpointError(
+            f"the dataset {dataset} numbers its entities or relations differently from the data "
+            f"{path} was trained on (same sizes, other names or order); ranking it would be wrong"
+        )
 
 
 def check_compatible(state: Dict[str, Any], config: Dict[str, Any], graph: Dict[str, int], path) -> None:
@@ -65,3 +96,25 @@ def check_compatible(state: Dict[str, Any], config: Dict[str, Any], graph: Dict[
     ]
     if differences:
         raise CheckpointError(f"checkpoint {path} does not match this run ({'; '.join(differences)})")
+
+
+def check_resumable(state: Dict[str, Any], config: Dict[str, Any], path) -> None:
+    """Raises :class:`CheckpointError` listing every setting that a resume
+    would change, other than :data:`RESUMABLE_CHANGES`: the run would
+    otherwise record values its earlier epochs did not use."""
+    before = TrainConfig.from_dict(state["config"]).to_dict()  # settings added since: their defaults
+    differences = [
+        f"--{key.replace('_', '-')} {before.get(key)!r} -> {config.get(key)!r}"
+        for key in config
+        if key not in RESUMABLE_CHANGES and before.get(key) != config.get(key)
+    ]
+    if differences:
+        raise CheckpointError(
+            f"cannot resume {path} with changed settings ({'; '.join(differences)}); "
+            f"only {', '.join(RESUMABLE_CHANGES)} may change: start a new run in another --out"
+        )
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

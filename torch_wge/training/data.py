@@ -32,15 +32,16 @@ def open_dataset(name: str, root: str, **kwargs) -> InMemoryDataset:
     return get_dataset(name, root if name.lower() in DATASETS else None, **kwargs)
 
 
-def load_data(config: TrainConfig) -> Tuple[InMemoryDataset, Data]:
+def load_data(config: TrainConfig, force_reload: bool = False) -> Tuple[InMemoryDataset, Data]:
     """Loads (or downloads) ``config.dataset`` under ``config.root`` and builds its graph views.
     A ``config.dataset`` that is no dataset name but a folder is read as a
     :class:`~torch_wge.datasets.TriplesFolder`.
 
     The views are built on access (``transform``), not stored (``pre_transform``),
-    so a changed ``beta`` can never reuse a stale graph.
+    so a changed ``beta`` can never reuse a stale graph. ``force_reload``
+    processes the raw files anew.
     """
-    dataset = open_dataset(config.dataset, config.root, transform=graph_transform(config))
+    dataset = open_dataset(config.dataset, config.root, transform=graph_transform(config), force_reload=force_reload)
     return dataset, dataset[0]
 
 

@@ -6,7 +6,7 @@ from torch_geometric.data import Data, InMemoryDataset
 
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.nn import WGE
-from torch_wge.training.checkpoint import check_compatible, load_checkpoint
+from torch_wge.training.checkpoint import check_compatible, check_vocabulary, load_checkpoint, vocabulary_digest
 from torch_wge.training.config import TrainConfig
 from torch_wge.data import num_kg_relations
 from torch_wge.evaluation.sharding import sharded_ranks
@@ -44,25 +44,32 @@ def evaluate_model(
 def load_trained(
     checkpoint: Union[str, Path], root: Optional[str] = None, device: Optional[str] = None,
     data: Optional[Data] = None,
+    force_reload: bool = False,
 ) -> Tuple[WGE, TrainConfig, Optional[InMemoryDataset], Data]:
     """The model of a ``best.pt`` or ``last.pt`` checkpoint, in eval mode, with
-    the dataset it was trained on (loaded from ``root`` or the run's own root),
-    or with the knowledge graph ``data`` it was trained on, passed from Python
-    (any layout of :mod:`torch_wge.data.knowledge_graph`; the dataset is then
-    :obj:`None` and the graph views are built with the checkpoint's settings).
+    the dataset it was trained on (loaded from ``root`` or the run's own root;
+    ``force_reload`` processes its raw files anew), or with the knowledge
+    graph ``data`` it was trained on, passed from Python (any layout of
+    :mod:`torch_wge.data.knowledge_graph`; the dataset is then :obj:`None` and
+    the graph views are built with the checkpoint's settings).
 
     Raises:
-        CheckpointError: if the file is unreadable or the graph does not match it.
+        CheckpointError: if the file is unreadable or the graph does not match
+            it (other sizes, or ids that name other entities or relations).
     """
     state = load_checkpoint(checkpoint)
     config = TrainConfig.from_dict(state["config"])
     config.root = root or config.root
     config.device = device
+    resolve_device(device)  # an unusable device is refused before the data is loaded
     if data is None:
-        dataset, data = load_data(config)
+        dataset, data = load_data(config, force_reload)
     else:
         dataset, data = None, graph_transform(config)(data.clone())
     check_compatible(state, config.to_dict(), graph_sizes(data), checkpoint)
+    if dataset is not None:  # a graph passed from Python has no names to compare
+        vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
+        check_vocabulary(state, vocabulary, checkpoint, f"{config.dataset} (root {config.root})")
     model = build_model(config, data).to(resolve_device(device))
     model.load_state_dict(state["model"])
     return model.eval(), config, dataset, data
@@ -75,11 +82,11 @@ def graph_inputs_on(model: WGE, data: Data) -> Dict[str, Any]:
 
 def evaluate_checkpoint(
     checkpoint: Union[str, Path], split: str = "test", root: Optional[str] = None, device: Optional[str] = None,
-    progress: bool = False, data: Optional[Data] = None,
+    progress: bool = False, data: Optional[Data] = None, force_reload: bool = False,
 ) -> Tuple[LinkPredictionResults, Optional[InMemoryDataset]]:
     """Filtered link-prediction metrics of a checkpoint on ``split``; returns them and the dataset
     (:obj:`None` when the graph is passed as ``data``, see :func:`load_trained`)."""
-    model, config, dataset, data = load_trained(checkpoint, root, device, data)
+    model, config, dataset, data = load_trained(checkpoint, root, device, data, force_reload)
     evaluator = LinkPredictionEvaluator.from_data(data, split)
     results = evaluate_model(model, graph_inputs_on(model, data), evaluator, config.eval_batch_size, progress)
     return results, dataset
@@ -100,7 +107,7 @@ def _index(names: Optional[List[str]], name: Union[str, int], kind: str, dataset
 def predict(
     checkpoint: Union[str, Path], entity: Union[str, int], relation: Union[str, int], predict_tails: bool = True,
     top_k: int = 10, filter_known: bool = False, root: Optional[str] = None, device: Optional[str] = None,
-    data: Optional[Data] = None,
+    data: Optional[Data] = None, force_reload: bool = False,
 ) -> List[Dict[str, Any]]:
     """Top-``k`` answers of ``(entity, relation, ?)`` (or ``(?, relation, entity)``
     with ``predict_tails=False``), identifiers as in the dataset's files, or
@@ -109,11 +116,13 @@ def predict(
     Returns:
         One dict per answer, best first: ``entity`` (identifier), ``label``
         (human label or ``None``), ``score`` (logit) and ``known`` (whether the
-        triple is in train, valid or test).
+        triple is in train, valid or test). With ``filter_known`` no known
+        answer is listed (fewer than ``top_k`` rows when fewer unknown
+        entities remain).
     """
     if top_k <= 0:
         raise ValueError(f"top-k must be positive, got {top_k}")
-    model, config, dataset, data = load_trained(checkpoint, root, device, data)
+    model, config, dataset, data = load_trained(checkpoint, root, device, data, force_reload)
     num_relations = num_kg_relations(data)
     entity_names = None if dataset is None else list(dataset.entity_names)
     relation_names = None if dataset is None else list(dataset.relation_names)
@@ -133,11 +142,9 @@ def predict(
         known = triples[(triples[:, 2] == query_entity) & (triples[:, 1] == query_relation - num_relations), 0]
     is_known = torch.zeros_like(scores, dtype=torch.bool)
     is_known[known] = True
-    candidates = scores.numel()
-    if filter_known:  # known answers are left out, never listed last
-        scores = scores.masked_fill(is_known, float("-inf"))
-        candidates -= int(is_known.sum())
-    values, indices = scores.topk(min(top_k, candidates))
+    candidates = (~is_known).nonzero().view(-1) if filter_known else torch.arange(scores.numel())
+    values, order = scores[candidates].topk(min(top_k, candidates.numel()))
+    indices = candidates[order]
     labels = getattr(dataset, "entity_labels", None)
     return [
         {

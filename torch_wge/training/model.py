@@ -1,4 +1,5 @@
-from typing import Optional
+import os
+from typing import Dict, Optional
 
 import torch
 from torch_geometric.data import Data
@@ -9,10 +10,43 @@ from torch_wge.training.config import TrainConfig
 
 
 def resolve_device(device: Optional[str]) -> torch.device:
-    """``device`` as given, or CUDA when available, else the CPU."""
+    """``device`` as given, or CUDA when available, else the CPU.
+
+    Raises:
+        ValueError: for a name that is no CPU or CUDA device, or a CUDA
+            device this machine does not have.
+    """
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        resolved = None
+    if resolved is None or resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r}; expected cpu, cuda or cuda:N")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: CUDA is not available on this machine")
+    if resolved.type == "cuda" and (resolved.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return resolved
+
+
+def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.device) -> None:
+    """Raises :class:`ValueError` when the model's parameters with their
+    gradients and Adam state (a lower bound of what training needs) exceed
+    the memory of ``device``."""
+    c = config.channels
+    parameters = (graph["num_entities"] + 2 * graph["num_relations"]) * c + config.num_layers * c * c // 4
+    needed = 16 * parameters  # float32 weights, gradients and two Adam moments
+    if device.type == "cuda":
+        available = torch.cuda.get_device_properties(device).total_memory
+    else:
+        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if needed > available:
+        raise ValueError(
+            f"channels {c}: the model needs at least {needed / 2**30:.1f} GiB for its parameters, "
+            f"gradients and optimiser state, more than the {available / 2**30:.1f} GiB of {device}"
+        )
 
 
 def build_model(config: TrainConfig, data: Data) -> WGE:

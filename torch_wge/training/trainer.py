@@ -1,4 +1,4 @@
-import json
+import errno
 import math
 import time
 from pathlib import Path
@@ -8,16 +8,23 @@ import torch
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
-from torch_wge import __version__
+from torch_wge import __version__, io
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
-from torch_wge.training.checkpoint import CheckpointError, check_compatible, load_checkpoint, save_checkpoint
+from torch_wge.training.checkpoint import (
+    CheckpointError, check_compatible, check_resumable, check_vocabulary, load_checkpoint, save_checkpoint,
+)
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
 from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.training.distributed import BatchLoss, DistributedContext, dropout_seed, wrap_data_parallel
 from torch_wge.training.inference import evaluate_model
-from torch_wge.training.model import build_model
+from torch_wge.training.model import build_model, check_memory
 from torch_wge.training.queries import TrainingQueries
+from torch_wge.training.run_folder import RunLock, append_record, truncate_log
+
+
+class TrainingError(RuntimeError):
+    """A run that cannot go on (its loss is no longer finite)."""
 
 
 class Trainer:
@@ -35,13 +42,25 @@ class Trainer:
     Files in ``out_dir``:
 
     - ``last.pt``: model, optimiser, epoch, best-so-far and RNG states after
-      the latest epoch, written atomically; :meth:`fit` with ``resume=True``
-      continues from it and reaches the same state as an uninterrupted run.
+      the latest epoch; :meth:`fit` with ``resume=True`` continues from it
+      and reaches the same state as an uninterrupted run. In an epoch that
+      improves on the best, it also holds the new best weights, so that
+      ``best.pt`` can be rewritten from it if a kill came between the two.
     - ``best.pt``: the model with the best validation MRR and its config.
     - ``log.jsonl``: one JSON object per epoch (loss, seconds) and per
-      evaluation (all metrics).
+      evaluation (all metrics), appended; a resume drops the records after
+      ``last.pt``'s epoch, so every epoch appears once.
     - ``results.json``: config, best epoch, best validation and test metrics
       (overall, per side and per relation), wall time and versions.
+    - ``config.json``: the settings; ``.lock``: held while a run writes here,
+      so a second run into the same folder is refused.
+
+    Every file is written atomically (see :mod:`torch_wge.io`): a kill at any
+    instant loses at most the epoch in progress, and a resume continues from
+    the last complete one. A resume refuses changed settings other than
+    :data:`~torch_wge.training.checkpoint.RESUMABLE_CHANGES`. A loss that
+    is no longer finite stops the run with :class:`TrainingError` before the
+    epoch is saved.
 
     **Several processes.** Started by ``torchrun`` (``WORLD_SIZE > 1`` in the
     environment, or a process group already initialised), the trainer joins
@@ -60,20 +79,25 @@ class Trainer:
         progress (bool, optional): Show progress bars. (default: :obj:`True`)
         backend (str, optional): Process-group backend when started by
             ``torchrun``. (default: ``"nccl"`` on CUDA, ``"gloo"`` on the CPU)
+        vocabulary (str, optional): :func:`~torch_wge.training.checkpoint.vocabulary_digest`
+            of the dataset, stored in the checkpoints so that evaluation on
+            data numbered otherwise is refused. (default: :obj:`None`)
     """
 
     def __init__(
         self, config: TrainConfig, data: Data, out_dir: Union[str, Path], progress: bool = True,
-        backend: Optional[str] = None,
+        backend: Optional[str] = None, vocabulary: Optional[str] = None,
     ):
         config.validate()
         self.config = config
+        self.vocabulary = vocabulary
         self.out_dir = Path(out_dir)
         self.progress = progress
         self.dist = DistributedContext.from_environment(config.device, backend)
         self.device = self.dist.device
         self.graph = graph_sizes(data)
 
+        check_memory(config, self.graph, self.device)
         torch.manual_seed(config.seed)
         self.model = build_model(config, data).to(self.device)
         self.graph_inputs = {k: v.to(self.device) for k, v in self.model.graph_inputs(data).items()}
@@ -156,7 +180,13 @@ class Trainer:
             },
             "world_size": self.dist.world_size,
             "version": __version__,
+            "vocabulary": self.vocabulary,
         }
+
+    def best_state(self, model: Dict[str, Any], epoch: int, valid: Dict[str, float]) -> Dict[str, Any]:
+        """The content of ``best.pt``: the best model's weights, epoch and validation metrics."""
+        return {"config": self.config.to_dict(), "graph": self.graph, "epoch": epoch, "model": model,
+                "valid": valid, "version": __version__, "vocabulary": self.vocabulary}
 
     def load_state(self, path: Union[str, Path]) -> None:
         """Restores a ``last.pt`` written by this trainer (same dataset and model settings).
@@ -168,6 +198,8 @@ class Trainer:
         if "optimizer" not in state:
             raise CheckpointError(f"{path} holds no training state (only a model); it cannot be resumed")
         check_compatible(state, self.config.to_dict(), self.graph, path)
+        check_resumable(state, self.config.to_dict(), path)
+        check_vocabulary(state, self.vocabulary, path, f"{self.config.dataset} (root {self.config.root})")
         return state
 
     def _restore(self, state: Dict[str, Any]) -> None:
@@ -179,53 +211,87 @@ class Trainer:
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         self.generator.set_state(state["rng"]["shuffle"].cpu())
 
-    def _truncate_log(self) -> None:
-        """Drops log records of epochs after the resumed checkpoint (a killed
-        run may have logged an epoch whose checkpoint it never wrote)."""
-        log = self.out_dir / "log.jsonl"
-        if log.is_file():
-            records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-            kept = [r for r in records if r.get("event") != "final" and r.get("epoch", 0) <= self.epoch]
-            log.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    def _repair_best(self, last: Dict[str, Any]) -> None:
+        """Makes ``best.pt`` hold the best epoch that ``last.pt`` names: a kill
+        between writing ``last.pt`` and ``best.pt`` left the previous best
+        there, and ``last.pt`` of that epoch holds the new best weights."""
+        epoch, path = last["best"]["epoch"], self.out_dir / "best.pt"
+        if epoch is None:
+            return
+        held = load_checkpoint(path)["epoch"] if path.is_file() else None
+        if held == epoch:
+            return
+        if last.get("best_model") is None or last["epoch"] != epoch:
+            raise CheckpointError(
+                f"{path} holds epoch {held} but {self.out_dir / 'last.pt'} names epoch {epoch} as the best; "
+                f"the best weights are lost: start a new run"
+            )
+        save_checkpoint(self.best_state(last["best_model"], epoch, last["best_valid"]), path)
+
+    def _open_run_folder(self, resume: bool) -> Optional[Dict[str, Any]]:
+        """Creates the run folder, takes its lock, removes the temporary files
+        that killed writes left there and writes ``config.json``. With
+        ``resume``, returns the state of ``last.pt``, with ``best.pt`` and
+        the log made consistent with it; otherwise starts a new run, which
+        the folder must not hold yet."""
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "is a file, not a run folder", str(self.out_dir))
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = RunLock(self.out_dir)
+        self._lock.acquire()
+        io.remove_stale_temporaries(self.out_dir)
+        last, state = self.out_dir / "last.pt", None
+        if resume:
+            if not last.is_file():
+                raise CheckpointError(f"nothing to resume: {last} does not exist (start without --resume)")
+            state = self._read_state(last)
+            self._repair_best(state)
+            truncate_log(self.out_dir / "log.jsonl", state["epoch"])
+        elif last.exists():
+            raise FileExistsError(
+                f"{self.out_dir} already holds a run; pass resume=True (--resume) to continue it "
+                f"or choose another output folder"
+            )
+        else:  # files of a run killed before its first checkpoint
+            for name in ("log.jsonl", "best.pt", "results.json"):
+                (self.out_dir / name).unlink(missing_ok=True)
+        io.write_json(self.out_dir / "config.json", self.config.to_dict())
+        return state
 
     def _log(self, record: Dict[str, Any]) -> None:
-        if not self.dist.is_main:
-            return
-        with open(self.out_dir / "log.jsonl", "a") as f:
-            f.write(json.dumps(record) + "\n")
+        if self.dist.is_main:
+            append_record(self.out_dir / "log.jsonl", record)
 
     # ------------------------------------------------------------------ fit
     def fit(self, resume: bool = False) -> Dict[str, Any]:
         """Trains for ``config.epochs`` epochs (or until early stopping), then
         evaluates the best checkpoint; returns the content of ``results.json``."""
+        self._lock = None
+        try:
+            return self._fit(resume)
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+
+    def _fit(self, resume: bool) -> Dict[str, Any]:
         start_time = time.perf_counter()
-        last = self.out_dir / "last.pt"
-        main = self.dist.is_main
-        # the run folder is read by rank 0 only (other machines may not see it)
+        # the run folder is read and written by rank 0 only (other machines may not see it);
+        # an error there is raised in every process
+        state = self.dist.on_main(lambda: self._open_run_folder(resume))
         if resume:
-            def read_last():
-                if not last.is_file():
-                    raise CheckpointError(f"nothing to resume: {last} does not exist")
-                return self._read_state(last)
-
-            self._restore(self.dist.on_main(read_last))
-            if main:
-                self._truncate_log()
-        elif self.dist.on_main(last.exists):
-            raise FileExistsError(
-                f"{self.out_dir} already holds a run; pass resume=True (--resume) to continue it "
-                f"or choose another output folder"
-            )
-        if main:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2))
-
+            self._restore(state)
         cfg = self.config
         bar = tqdm(total=cfg.epochs, initial=self.epoch, desc="epochs", unit="epoch",
-                   disable=not (self.progress and main))
+                   disable=not (self.progress and self.dist.is_main))
         while self.epoch < cfg.epochs and not self._should_stop() and not self._out_of_time():
             tic = time.perf_counter()
             loss = self.train_epoch()
+            if not math.isfinite(loss):
+                kept = f"{self.out_dir / 'last.pt'} keeps epoch {self.epoch}" if self.epoch else "nothing was saved"
+                raise TrainingError(
+                    f"the loss became {loss} in epoch {self.epoch + 1}; stopped without saving it ({kept}); "
+                    f"try a lower --lr or a --grad-clip"
+                )
             self.epoch += 1
             seconds = time.perf_counter() - tic
             self.wall_seconds += seconds
@@ -233,10 +299,11 @@ class Trainer:
                        "wall_seconds": self.wall_seconds})
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", best_mrr=f"{max(self.best['mrr'], 0):.4f}")
+            new_best = None
             if self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs or self._out_of_time():
-                self._validate(bar)
-            if main:
-                save_checkpoint(self.state(), last)
+                new_best = self._validate(bar)
+            if self.dist.is_main:
+                self._save_epoch(new_best)
         bar.close()
         return self._finish(time.perf_counter() - start_time)
 
@@ -249,7 +316,20 @@ class Trainer:
         patience = self.config.patience
         return patience is not None and self.best["evaluations_since"] >= patience
 
-    def _validate(self, bar) -> None:
+    def _save_epoch(self, new_best: Optional[Dict[str, float]]) -> None:
+        """Writes ``last.pt``, then ``best.pt`` when this epoch is the new best
+        (``new_best``: its validation metrics). Until ``best.pt`` is written,
+        ``last.pt`` carries the new best weights (see :meth:`_repair_best`)."""
+        state = self.state()
+        if new_best is not None:
+            state.update(best_model=state["model"], best_valid=new_best)
+        save_checkpoint(state, self.out_dir / "last.pt")
+        if new_best is not None:
+            save_checkpoint(self.best_state(state["model"], self.epoch, new_best), self.out_dir / "best.pt")
+
+    def _validate(self, bar) -> Optional[Dict[str, float]]:
+        """Ranks the validation split and updates the best so far; returns
+        the flat metrics when this epoch is the new best, else ``None``."""
         tic = time.perf_counter()
         results = self.evaluate("valid")
         seconds = time.perf_counter() - tic
@@ -260,24 +340,25 @@ class Trainer:
             self.best = {"epoch": self.epoch, "mrr": mrr, "evaluations_since": 0}
         else:
             self.best["evaluations_since"] += 1
-        if not self.dist.is_main:
-            return
-        if improved:
-            save_checkpoint(
-                {"config": self.config.to_dict(), "graph": self.graph, "epoch": self.epoch,
-                 "model": self.model.state_dict(), "valid": results.to_flat_dict(), "version": __version__},
-                self.out_dir / "best.pt",
-            )
         self._log({"event": "eval", "split": "valid", "epoch": self.epoch, "seconds": seconds,
                    "wall_seconds": self.wall_seconds, **results.to_flat_dict()})
-        bar.write(f"epoch {self.epoch:5d} | valid {results.summary_line()} | {seconds:.2f}s" + (" | best" if improved else ""))
+        if self.dist.is_main:
+            bar.write(f"epoch {self.epoch:5d} | valid {results.summary_line()} | {seconds:.2f}s" + (" | best" if improved else ""))
+        return results.to_flat_dict() if improved else None
+
+    def _read_best(self, path: Path, map_location) -> Optional[Dict[str, Any]]:
+        """The weights in ``best.pt``, checked to be of the best epoch (``None`` before any validation)."""
+        if self.best["epoch"] is None:
+            return None
+        state = load_checkpoint(path, map_location=map_location)
+        if state["epoch"] != self.best["epoch"]:
+            raise CheckpointError(f"{path} holds epoch {state['epoch']}, not the best epoch {self.best['epoch']}")
+        return state["model"]
 
     def _finish(self, seconds: float) -> Dict[str, Any]:
         best_path = self.out_dir / "best.pt"
         map_location = "cpu" if self.dist.enabled else self.device
-        best = self.dist.on_main(
-            lambda: load_checkpoint(best_path, map_location=map_location)["model"] if best_path.is_file() else None
-        )
+        best = self.dist.on_main(lambda: self._read_best(best_path, map_location))
         if best is not None:
             self.model.load_state_dict(best)
         valid, test = self.evaluate("valid"), self.evaluate("test")
@@ -297,6 +378,6 @@ class Trainer:
             "versions": {"torch_wge": __version__, "torch": torch.__version__},
         }
         if self.dist.is_main:
-            (self.out_dir / "results.json").write_text(json.dumps(record, indent=2))
+            io.write_json(self.out_dir / "results.json", record)
         self._log({"event": "final", "best_epoch": self.best["epoch"], "valid": valid.to_flat_dict(), "test": test.to_flat_dict()})
         return record
