@@ -22,6 +22,7 @@ Example::
     python benchmarks/bench_distributed_memory.py prepare --graph /tmp/codex-l-synthetic.pt
     python benchmarks/bench_distributed_memory.py all --graph /tmp/codex-l-synthetic.pt
 """
+
 import argparse
 import json
 import subprocess
@@ -29,7 +30,6 @@ import sys
 import time
 
 import torch
-
 from rss import peak_rss_mb, reset_peak_rss
 
 SIZES = dict(num_entities=77_951, num_relations=69, train=551_193, valid=30_622, test=30_622)
@@ -43,18 +43,31 @@ def prepare(path: str) -> None:
 
     total = SIZES["train"] + SIZES["valid"] + SIZES["test"]
     tic = time.perf_counter()
-    kg = random_kg(SIZES["num_entities"], SIZES["num_relations"], total,
-                   split=(SIZES["train"] / total, SIZES["valid"] / total), seed=0)
+    kg = random_kg(
+        SIZES["num_entities"],
+        SIZES["num_relations"],
+        total,
+        split=(SIZES["train"] / total, SIZES["valid"] / total),
+        seed=0,
+    )
     generated = time.perf_counter() - tic
     tic = time.perf_counter()
     data = T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.2)])(kg)
     views = time.perf_counter() - tic
     torch.save(data, path)
-    print(json.dumps({
-        "train": int(data.train_mask.sum()), "valid": int(data.val_mask.sum()), "test": int(data.test_mask.sum()),
-        "ef_edges": int(data.ef_edge_index.size(1)), "rf_edges": int(data.rf_edge_index.size(1)),
-        "generate_s": round(generated, 1), "views_s": round(views, 1),
-    }))
+    print(
+        json.dumps(
+            {
+                "train": int(data.train_mask.sum()),
+                "valid": int(data.val_mask.sum()),
+                "test": int(data.test_mask.sum()),
+                "ef_edges": int(data.ef_edge_index.size(1)),
+                "rf_edges": int(data.rf_edge_index.size(1)),
+                "generate_s": round(generated, 1),
+                "views_s": round(views, 1),
+            }
+        )
+    )
 
 
 def _model(data):
@@ -73,16 +86,23 @@ def measure_eval(path: str, chunk: int, queries: int) -> dict:
     data = torch.load(path, weights_only=False)
     model, inputs = _model(data)
     triples = split_triples(data, "test")[: queries // 2]
-    evaluator = LinkPredictionEvaluator(triples, split_triples(data, "all"), int(data.num_nodes),
-                                        int(data.num_relations))
+    evaluator = LinkPredictionEvaluator(
+        triples, split_triples(data, "all"), int(data.num_nodes), int(data.num_relations)
+    )
     before = reset_peak_rss()
     tic = time.perf_counter()
     results = evaluate_model(model, inputs, evaluator, batch_size=chunk)
     seconds = time.perf_counter() - tic
-    return {"what": "eval", "chunk": chunk, "queries": evaluator.num_queries, "rss_before_mb": round(before),
-            "peak_plus_mb": round(peak_rss_mb() - before), "seconds": round(seconds, 1),
-            "scores_per_chunk_mb": round(min(chunk, evaluator.num_queries) * int(data.num_nodes) * 4 / 2**20),
-            "mrr": round(results["both.mrr"], 5)}
+    return {
+        "what": "eval",
+        "chunk": chunk,
+        "queries": evaluator.num_queries,
+        "rss_before_mb": round(before),
+        "peak_plus_mb": round(peak_rss_mb() - before),
+        "seconds": round(seconds, 1),
+        "scores_per_chunk_mb": round(min(chunk, evaluator.num_queries) * int(data.num_nodes) * 4 / 2**20),
+        "mrr": round(results["both.mrr"], 5),
+    }
 
 
 def measure_train(path: str, batch_size: int) -> dict:
@@ -119,12 +139,19 @@ def measure_train(path: str, batch_size: int) -> dict:
     sum(x.sum() for x in encoded.entities + encoded.relations).backward()
     encoder = (peak_rss_mb() - before_encoder, time.perf_counter() - tic)
     num_layers = len(encoded.entities)
-    return {"what": "train", "batch_size": batch_size, "queries": len(queries),
-            "rss_before_mb": round(before), "peak_plus_mb_first_step": round(first[0]),
-            "peak_plus_mb": round(steady[0]), "seconds": round(steady[1], 1),
-            "encoder_peak_plus_mb": round(encoder[0]), "encoder_seconds": round(encoder[1], 1),
-            "logits_mb": round(num_layers * batch_size * int(data.num_nodes) * 4 / 2**20),
-            "parameters_mb": round(sum(p.numel() for p in model.parameters()) * 4 / 2**20)}
+    return {
+        "what": "train",
+        "batch_size": batch_size,
+        "queries": len(queries),
+        "rss_before_mb": round(before),
+        "peak_plus_mb_first_step": round(first[0]),
+        "peak_plus_mb": round(steady[0]),
+        "seconds": round(steady[1], 1),
+        "encoder_peak_plus_mb": round(encoder[0]),
+        "encoder_seconds": round(encoder[1], 1),
+        "logits_mb": round(num_layers * batch_size * int(data.num_nodes) * 4 / 2**20),
+        "parameters_mb": round(sum(p.numel() for p in model.parameters()) * 4 / 2**20),
+    }
 
 
 def main() -> None:
@@ -147,8 +174,12 @@ def main() -> None:
         runs = [["eval", "--chunk", str(c), "--queries", str(q)] for q in (4_000, 16_000) for c in (256, 4_000)]
         runs += [["eval", "--chunk", "1024"], ["train"]]
         for run in runs:
-            out = subprocess.run([sys.executable, __file__, *run, "--graph", args.graph, "--threads", str(args.threads)],
-                                 check=True, capture_output=True, text=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, *run, "--graph", args.graph, "--threads", str(args.threads)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             print(out.strip().splitlines()[-1], flush=True)
 
 

@@ -30,6 +30,7 @@ Example::
 
     python benchmarks/bench_scaling.py --threads 2 --json scaling.json
 """
+
 import argparse
 import datetime
 import json
@@ -48,12 +49,19 @@ from bench_speed import Clock, cpu_model, git_state, limit_batches, memory_repor
 HERE = Path(__file__).resolve().parent
 
 
-def synthetic_kg(num_entities: int, num_relations: int = 50, per_entity: float = 16.0, eval_fraction: float = 0.05,
-                 num_types: int = 16, seed: int = 0):
+def synthetic_kg(
+    num_entities: int,
+    num_relations: int = 50,
+    per_entity: float = 16.0,
+    eval_fraction: float = 0.05,
+    num_types: int = 16,
+    seed: int = 0,
+):
     """A random typed KG in the layout of :mod:`torch_wge.datasets` (see the module docstring)."""
     import torch
 
     from torch_wge.testing import kg_from_triples
+
     g = torch.Generator().manual_seed(seed)
     n_train = int(per_entity * num_entities)
     total = int(n_train / (1 - 2 * eval_fraction))
@@ -81,15 +89,17 @@ def synthetic_kg(num_entities: int, num_relations: int = 50, per_entity: float =
     num = triples.size(0)
     split = torch.zeros(num, dtype=torch.long)
     n_eval = int(eval_fraction * num)
-    split[num - 2 * n_eval: num - n_eval] = 1
-    split[num - n_eval:] = 2
+    split[num - 2 * n_eval : num - n_eval] = 1
+    split[num - n_eval :] = 2
     return kg_from_triples(triples, split, num_entities, num_relations)
 
 
 def worker(args) -> Dict[str, Any]:
     import warnings
+
     warnings.simplefilter("ignore")
     import torch
+
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.device.startswith("cuda"):
@@ -97,6 +107,7 @@ def worker(args) -> Dict[str, Any]:
     torch.manual_seed(0)
     from torch_wge.evaluation import LinkPredictionEvaluator
     from torch_wge.training import TrainConfig, Trainer, evaluate_model, graph_transform, split_triples
+
     clock = Clock(args.device)
 
     data = synthetic_kg(args.size, args.relations, args.triples_per_entity, seed=args.seed)
@@ -105,10 +116,13 @@ def worker(args) -> Dict[str, Any]:
     data = graph_transform(config)(data)
     views_s = time.perf_counter() - tic
     n, r = int(data.num_nodes), int(data.num_relations)
-    sizes = {"num_entities": n, "num_relations": r,
-             **{s: int(data[m].sum()) for s, m in (("train", "train_mask"), ("valid", "val_mask"),
-                                                  ("test", "test_mask"))},
-             "ef_edges": int(data.ef_edge_index.size(1)), "rf_edges": int(data.rf_edge_index.size(1))}
+    sizes = {
+        "num_entities": n,
+        "num_relations": r,
+        **{s: int(data[m].sum()) for s, m in (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask"))},
+        "ef_edges": int(data.ef_edge_index.size(1)),
+        "rf_edges": int(data.rf_edge_index.size(1)),
+    }
     rss_data = rss_mb()
     with tempfile.TemporaryDirectory(prefix="bench_scaling_") as tmp:
         trainer = Trainer(config, data, out_dir=tmp, progress=False)
@@ -167,8 +181,10 @@ def worker(args) -> Dict[str, Any]:
 
 def plot(record: Dict[str, Any], path: str) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     rows = [row for row in record["rows"] if "error" not in row]
     ents = [row["sizes"]["num_entities"] for row in rows]
     work = [row["train_queries"] * row["sizes"]["num_entities"] for row in rows]
@@ -184,22 +200,33 @@ def plot(record: Dict[str, Any], path: str) -> None:
         values = [row[key] for row in rows]
         ax.loglog(ents, values, "o-", label="torch_wge WGE")
         for row, x, y in zip(rows, ents, values):
-            extrapolated = row.get("epoch_extrapolated") if key == "epoch_s" else \
-                row.get("eval_extrapolated") if key == "test_eval_s" else False
+            extrapolated = (
+                row.get("epoch_extrapolated")
+                if key == "epoch_s"
+                else row.get("eval_extrapolated")
+                if key == "test_eval_s"
+                else False
+            )
             label = f"{y:,.0f}" if y >= 100 else f"{y:.3g}"
-            ax.annotate(label + ("*" if extrapolated else ""), (x, y), textcoords="offset points",
-                        xytext=(4, -12), fontsize=8)
+            ax.annotate(
+                label + ("*" if extrapolated else ""), (x, y), textcoords="offset points", xytext=(4, -12), fontsize=8
+            )
         if ref:
             scale = values[0] / ref[0]
             ax.loglog(ents, [w * scale for w in ref], "--", color="gray", label=f"∝ {ref_label}")
-        ax.set_xlabel("entities (training triples: " + ", ".join(f"{row['sizes']['train'] / 1e3:.0f}k"
-                                                                 for row in rows) + ")", fontsize=8)
+        ax.set_xlabel(
+            "entities (training triples: " + ", ".join(f"{row['sizes']['train'] / 1e3:.0f}k" for row in rows) + ")",
+            fontsize=8,
+        )
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"torch_wge WGE scaling on synthetic KGs (~{record['triples_per_entity']:g} train triples per "
-                 f"entity, {record['relations']} relations, 256 channels, K=2, batch 1024); {record['cpu']}, "
-                 f"{record['threads']} threads, {record['device']}; * extrapolated", fontsize=9)
+    fig.suptitle(
+        f"torch_wge WGE scaling on synthetic KGs (~{record['triples_per_entity']:g} train triples per "
+        f"entity, {record['relations']} relations, 256 channels, K=2, batch 1024); {record['cpu']}, "
+        f"{record['threads']} threads, {record['device']}; * extrapolated",
+        fontsize=9,
+    )
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -207,19 +234,30 @@ def plot(record: Dict[str, Any], path: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 32000, 128000],
-                        help="numbers of entities (default: 2000 8000 32000 128000)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[2000, 8000, 32000, 128000],
+        help="numbers of entities (default: 2000 8000 32000 128000)",
+    )
     parser.add_argument("--triples-per-entity", type=float, default=16.0)
     parser.add_argument("--relations", type=int, default=50)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
-    parser.add_argument("--max-batches", type=int, default=4,
-                        help="batches timed per unit, scaled to the full epoch (default: 4)")
+    parser.add_argument(
+        "--max-batches", type=int, default=4, help="batches timed per unit, scaled to the full epoch (default: 4)"
+    )
     parser.add_argument("--units", type=int, default=2, help="timed units after a warm-up (default: 2)")
-    parser.add_argument("--max-eval-queries", type=int, default=16384,
-                        help="rank at most this many test queries and scale (default: 16384)")
+    parser.add_argument(
+        "--max-eval-queries",
+        type=int,
+        default=16384,
+        help="rank at most this many test queries and scale (default: 16384)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     parser.add_argument("--plot", default=str(HERE / "figures" / "scaling.png"), help="PNG to write ('' for none)")
@@ -235,21 +273,49 @@ def main() -> None:
         return
 
     import torch
+
     record: Dict[str, Any] = {
         "command": "python " + " ".join([os.path.relpath(__file__)] + sys.argv[1:]),
         "date": datetime.date.today().isoformat(),
-        "cpu": cpu_model(), "cpus": os.cpu_count(), "device": args.device,
-        "threads": args.threads or torch.get_num_threads(), "torch": torch.__version__, "git": git_state(),
-        "triples_per_entity": args.triples_per_entity, "relations": args.relations, "rows": [],
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "device": args.device,
+        "threads": args.threads or torch.get_num_threads(),
+        "torch": torch.__version__,
+        "git": git_state(),
+        "triples_per_entity": args.triples_per_entity,
+        "relations": args.relations,
+        "rows": [],
     }
-    header = (f"{'entities':>9} {'train':>9} {'queries':>9} {'rf edges':>9} {'views s':>8} {'epoch s':>9} "
-              f"{'test q':>7} {'eval s':>8} {'peak MB':>8}  notes")
+    header = (
+        f"{'entities':>9} {'train':>9} {'queries':>9} {'rf edges':>9} {'views s':>8} {'epoch s':>9} "
+        f"{'test q':>7} {'eval s':>8} {'peak MB':>8}  notes"
+    )
     lines = [header, "-" * len(header)]
     for size in args.sizes:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--size", str(size),
-               "--relations", str(args.relations), "--triples-per-entity", str(args.triples_per_entity),
-               "--device", args.device, "--threads", str(args.threads), "--max-batches", str(args.max_batches),
-               "--units", str(args.units), "--max-eval-queries", str(args.max_eval_queries), "--seed", str(args.seed)]
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--worker",
+            "--size",
+            str(size),
+            "--relations",
+            str(args.relations),
+            "--triples-per-entity",
+            str(args.triples_per_entity),
+            "--device",
+            args.device,
+            "--threads",
+            str(args.threads),
+            "--max-batches",
+            str(args.max_batches),
+            "--units",
+            str(args.units),
+            "--max-eval-queries",
+            str(args.max_eval_queries),
+            "--seed",
+            str(args.seed),
+        ]
         print(f"[{size}] running ...", file=sys.stderr, flush=True)
         tic = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -269,24 +335,30 @@ def main() -> None:
             notes.append(f"epoch from {row['batches_timed']} of {row['num_batches']} batches")
         if row["eval_extrapolated"]:
             notes.append(f"eval from {row['eval_queries_ranked']} of {row['test_queries']} queries")
-        lines.append(f"{s['num_entities']:>9} {s['train']:>9} {row['train_queries']:>9} {s['rf_edges'] // 2:>9} "
-                     f"{row['views_s']:>8.2f} {row['epoch_s']:>9.2f} {row['test_queries']:>7} "
-                     f"{row['test_eval_s']:>8.2f} {mem:>8.0f}  {'; '.join(notes)}")
+        lines.append(
+            f"{s['num_entities']:>9} {s['train']:>9} {row['train_queries']:>9} {s['rf_edges'] // 2:>9} "
+            f"{row['views_s']:>8.2f} {row['epoch_s']:>9.2f} {row['test_queries']:>7} "
+            f"{row['test_eval_s']:>8.2f} {mem:>8.0f}  {'; '.join(notes)}"
+        )
     rows = [row for row in record["rows"] if "error" not in row]
     if len(rows) >= 2:
         first, last = rows[0], rows[-1]
         work = (last["train_queries"] * last["sizes"]["num_entities"]) / (
-            first["train_queries"] * first["sizes"]["num_entities"])
+            first["train_queries"] * first["sizes"]["num_entities"]
+        )
         eval_work = (last["test_queries"] * last["sizes"]["num_entities"]) / (
-            first["test_queries"] * first["sizes"]["num_entities"])
+            first["test_queries"] * first["sizes"]["num_entities"]
+        )
         lines.append("")
-        lines.append(f"{first['sizes']['num_entities']} -> {last['sizes']['num_entities']} entities: epoch x"
-                     f"{last['epoch_s'] / first['epoch_s']:.0f} (queries x entities x{work:.0f}), "
-                     f"test evaluation x{last['test_eval_s'] / first['test_eval_s']:.0f} "
-                     f"(test queries x entities x{eval_work:.0f}), exponents: epoch "
-                     f"{math.log(last['epoch_s'] / first['epoch_s']) / math.log(work):.2f}, eval "
-                     f"{math.log(last['test_eval_s'] / first['test_eval_s']) / math.log(eval_work):.2f} "
-                     f"per unit of log(queries x entities)")
+        lines.append(
+            f"{first['sizes']['num_entities']} -> {last['sizes']['num_entities']} entities: epoch x"
+            f"{last['epoch_s'] / first['epoch_s']:.0f} (queries x entities x{work:.0f}), "
+            f"test evaluation x{last['test_eval_s'] / first['test_eval_s']:.0f} "
+            f"(test queries x entities x{eval_work:.0f}), exponents: epoch "
+            f"{math.log(last['epoch_s'] / first['epoch_s']) / math.log(work):.2f}, eval "
+            f"{math.log(last['test_eval_s'] / first['test_eval_s']) / math.log(eval_work):.2f} "
+            f"per unit of log(queries x entities)"
+        )
     record["table"] = lines
     print("\n".join(lines))
     if args.json:
@@ -295,8 +367,11 @@ def main() -> None:
         try:
             plot(record, args.plot)
         except ImportError:
-            print("matplotlib is not importable (pip install -e \".[plot]\"); no plot; "
-                  f"draw it later with --plot-only {args.json or 'RECORD.json'} --plot {args.plot}", file=sys.stderr)
+            print(
+                'matplotlib is not importable (pip install -e ".[plot]"); no plot; '
+                f"draw it later with --plot-only {args.json or 'RECORD.json'} --plot {args.plot}",
+                file=sys.stderr,
+            )
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ Example::
 
     python benchmarks/bench_speed.py --dataset codex-s --threads 2 --json out.json
 """
+
 import argparse
 import datetime
 import json
@@ -85,13 +86,17 @@ def cpu_model() -> str:
 
 def git_state(checkout: Path = HERE.parent) -> Dict[str, Any]:
     """Commit of a checkout and the library files that differ from it (what was measured)."""
+
     def git(*cmd):
         try:
             return subprocess.run(["git", *cmd], cwd=checkout, capture_output=True, text=True).stdout.rstrip()
         except OSError:
             return ""
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "modified": [line[3:] for line in git("status", "--short", "--", "torch_wge").splitlines()]}
+
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "modified": [line[3:] for line in git("status", "--short", "--", "torch_wge").splitlines()],
+    }
 
 
 class Clock:
@@ -103,12 +108,14 @@ class Clock:
     def __call__(self) -> float:
         if self.cuda:
             import torch
+
             torch.cuda.synchronize()
         return time.perf_counter()
 
 
 def setup_torch(args):
     import torch
+
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -121,14 +128,23 @@ def memory_report(args) -> Dict[str, float]:
     out = {"peak_rss_mb": peak_rss_mb()}
     if args.device.startswith("cuda"):
         import torch
+
         out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return out
 
 
 def load(args):
     from torch_wge.training import TrainConfig, load_data
-    config = TrainConfig(dataset=args.dataset, root=args.root, device=args.device, num_layers=args.layers,
-                         batch_size=args.batch_size, channels=args.channels, eval_batch_size=args.eval_batch_size)
+
+    config = TrainConfig(
+        dataset=args.dataset,
+        root=args.root,
+        device=args.device,
+        num_layers=args.layers,
+        batch_size=args.batch_size,
+        channels=args.channels,
+        eval_batch_size=args.eval_batch_size,
+    )
     tic = time.perf_counter()
     _, data = load_data(config)
     return config, data, time.perf_counter() - tic
@@ -151,6 +167,7 @@ def limit_batches(trainer, max_batches: int, batch_size: int, seed: int = 0) -> 
     queries become a random subset of ``max_batches * batch_size`` of them
     (same statistics as all). Returns the number of batches an epoch now has."""
     import torch
+
     total = len(trainer.queries)
     if not max_batches or max_batches * batch_size >= total:
         return trainer.queries.num_batches(batch_size)
@@ -211,16 +228,17 @@ def worker_matmul(args) -> Dict[str, Any]:
     q = torch.randn(k1, b, c, device=dev)
     xs = [torch.randn(n, c, device=dev) for _ in range(k1)]
     flops = k1 * 2.0 * b * c * n
-    info["score_fwd bmm [K+1,B,C]@stack(X).transpose(1,2)"] = flops / seconds(
-        lambda: torch.bmm(q, torch.stack(xs).transpose(1, 2)), flops) / 1e9
-    info["score_fwd K+1 x mm [B,C]@X.t()"] = flops / seconds(
-        lambda: [q[i] @ xs[i].t() for i in range(k1)], flops) / 1e9
+    info["score_fwd bmm [K+1,B,C]@stack(X).transpose(1,2)"] = (
+        flops / seconds(lambda: torch.bmm(q, torch.stack(xs).transpose(1, 2)), flops) / 1e9
+    )
+    info["score_fwd K+1 x mm [B,C]@X.t()"] = flops / seconds(lambda: [q[i] @ xs[i].t() for i in range(k1)], flops) / 1e9
     return {"gflops": gflops, "info_gflops": info, "threads": torch.get_num_threads()}
 
 
 def worker_torch_wge(args) -> Dict[str, Any]:
     torch = setup_torch(args)
     from torch_wge.training import Trainer
+
     clock = Clock(args.device)
     config, data, load_s = load(args)
     rss_data = rss_mb()
@@ -237,6 +255,14 @@ def worker_torch_wge(args) -> Dict[str, Any]:
             if i:
                 times.append(clock() - tic)
         train_peak = memory_report(args)
+        # what a CLI epoch adds to the training step: its last.pt, written atomically
+        from torch_wge.training import save_checkpoint
+
+        saves = []
+        for _ in range(3):
+            tic = clock()
+            save_checkpoint(trainer.state(), Path(tmp) / "last.pt")
+            saves.append(clock() - tic)
         # a partial epoch is scaled by queries (the last batch of a full epoch is smaller)
         epoch_s = statistics.median(times) * num_queries / len(trainer.queries)
         evals: Dict[str, List[float]] = {"valid": [], "test": []}
@@ -252,6 +278,7 @@ def worker_torch_wge(args) -> Dict[str, Any]:
     return {
         "epoch_s": epoch_s,
         "epoch_times": times,
+        "checkpoint_s": statistics.median(saves),
         "batches_timed": per_unit,
         "num_batches": num_batches,
         "num_queries": num_queries,
@@ -276,6 +303,7 @@ def worker_profile(args) -> Dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile
 
     from torch_wge.training import Trainer
+
     config, data, _ = load(args)
     tmp = tempfile.mkdtemp(prefix="bench_speed_")
     try:
@@ -290,16 +318,27 @@ def worker_profile(args) -> Dict[str, Any]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     averages = prof.key_averages(group_by_input_shape=args.profile_shapes)
-    print(averages.table(sort_by="self_cpu_time_total", row_limit=args.profile_rows,
-                         max_name_column_width=40, max_shapes_column_width=70), file=sys.stderr)
+    print(
+        averages.table(
+            sort_by="self_cpu_time_total",
+            row_limit=args.profile_rows,
+            max_name_column_width=40,
+            max_shapes_column_width=70,
+        ),
+        file=sys.stderr,
+    )
     rows = sorted(averages, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.profile_rows]
     return {
         "batches": args.profile,
         "wall_s": wall,
         "top": [
-            {"name": e.key, "calls": e.count, "self_cpu_s": e.self_cpu_time_total / 1e6,
-             "cpu_total_s": e.cpu_time_total / 1e6,
-             **({"shapes": str(e.input_shapes)} if args.profile_shapes else {})}
+            {
+                "name": e.key,
+                "calls": e.count,
+                "self_cpu_s": e.self_cpu_time_total / 1e6,
+                "cpu_total_s": e.cpu_time_total / 1e6,
+                **({"shapes": str(e.input_shapes)} if args.profile_shapes else {}),
+            }
             for e in rows
         ],
     }
@@ -310,11 +349,18 @@ def worker_naive(args) -> Dict[str, Any]:
     from naive_wge import NaiveWGE, answer_sets, evaluate, train_epoch
 
     from torch_wge.training.data import split_triples
+
     clock = Clock(args.device)
     config, data, load_s = load(args)
     num_entities, num_relations = int(data.num_nodes), int(data.num_relations)
-    model = NaiveWGE(num_entities, num_relations, data.ef_edge_index, data.rf_edge_index,
-                     channels=args.channels, num_layers=args.layers).to(args.device)
+    model = NaiveWGE(
+        num_entities,
+        num_relations,
+        data.ef_edge_index,
+        data.rf_edge_index,
+        channels=args.channels,
+        num_layers=args.layers,
+    ).to(args.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     train = split_triples(data, "train").tolist()
     answers = answer_sets(train, num_relations)
@@ -357,8 +403,10 @@ def worker_naive(args) -> Dict[str, Any]:
         "test_eval_s": evals["test"],
         "eval_queries_timed": {s: evals[s + "_queries_timed"] for s in ("valid", "test")},
         "eval_encode_s": {s: evals[s + "_encode_s"] for s in ("valid", "test")},
-        "eval_extrapolated": any(evals[s + "_queries_timed"] < 2 * int(data[m].sum())
-                                 for s, m in (("valid", "val_mask"), ("test", "test_mask"))),
+        "eval_extrapolated": any(
+            evals[s + "_queries_timed"] < 2 * int(data[m].sum())
+            for s, m in (("valid", "val_mask"), ("test", "test_mask"))
+        ),
         "load_s": load_s,
         "train_peak": train_peak,
         **memory_report(args),
@@ -377,6 +425,7 @@ def worker_pykeen(args) -> Dict[str, Any]:
     from pykeen.triples import CoreTriplesFactory
 
     from torch_wge.training.data import split_triples
+
     clock = Clock(args.device)
     _, data, load_s = load(args)
     num_entities, num_relations = int(data.num_nodes), int(data.num_relations)
@@ -390,8 +439,13 @@ def worker_pykeen(args) -> Dict[str, Any]:
         relation_regularizer=None,
         random_seed=0,
     ).to(args.device)
-    loop = LCWATrainingLoop(model=model, triples_factory=factory, optimizer="adam",
-                            optimizer_kwargs=dict(lr=5e-4), automatic_memory_optimization=False)
+    loop = LCWATrainingLoop(
+        model=model,
+        triples_factory=factory,
+        optimizer="adam",
+        optimizer_kwargs=dict(lr=5e-4),
+        automatic_memory_optimization=False,
+    )
 
     class Stop(Exception):
         pass
@@ -417,9 +471,16 @@ def worker_pykeen(args) -> Dict[str, Any]:
     try:
         start = clock()
         try:
-            loop.train(triples_factory=factory, num_epochs=1 + args.epochs_timed, batch_size=args.batch_size,
-                       label_smoothing=0.1, use_tqdm=False,
-                       use_tqdm_batch=False, callbacks=[stamps], checkpoint_directory=tmp)
+            loop.train(
+                triples_factory=factory,
+                num_epochs=1 + args.epochs_timed,
+                batch_size=args.batch_size,
+                label_smoothing=0.1,
+                use_tqdm=False,
+                use_tqdm_batch=False,
+                callbacks=[stamps],
+                checkpoint_directory=tmp,
+            )
         except Stop:
             pass
     finally:
@@ -428,6 +489,7 @@ def worker_pykeen(args) -> Dict[str, Any]:
         # PyKEEN's LCWA instances are the distinct (head, relation) pairs with inverses, as torch_wge's queries
         # (checked in full-epoch mode, where the batches are counted)
         from torch_wge.training import TrainingQueries
+
         num_queries = len(TrainingQueries(train, num_entities, num_relations))
         num_batches = -(-num_queries // args.batch_size)
         n = args.max_batches
@@ -447,8 +509,9 @@ def worker_pykeen(args) -> Dict[str, Any]:
     eval_times = []
     for i in range(1 + args.eval_repeats_pykeen):
         tic = clock()
-        result = evaluator.evaluate(model, test, batch_size=args.eval_batch_size, use_tqdm=False,
-                                    additional_filter_triples=[train, valid])
+        result = evaluator.evaluate(
+            model, test, batch_size=args.eval_batch_size, use_tqdm=False, additional_filter_triples=[train, valid]
+        )
         if i:
             eval_times.append(clock() - tic)
     return {
@@ -470,15 +533,26 @@ def worker_pykeen(args) -> Dict[str, Any]:
     }
 
 
-WORKERS = {"matmul": worker_matmul, "wge": worker_torch_wge, "quate": worker_torch_wge, "naive": worker_naive,
-           "pykeen": worker_pykeen, "profile": worker_profile}
+WORKERS = {
+    "matmul": worker_matmul,
+    "wge": worker_torch_wge,
+    "quate": worker_torch_wge,
+    "naive": worker_naive,
+    "pykeen": worker_pykeen,
+    "profile": worker_profile,
+}
 
 
 # -------------------------------------------------------------------- parent
 def pykeen_python(args) -> Optional[str]:
     python = args.pykeen_python or sys.executable
-    ok = Path(python).exists() and subprocess.run(
-        [python, "-c", "import pykeen, torch_wge"], capture_output=True, env=worker_env(args)).returncode == 0
+    ok = (
+        Path(python).exists()
+        and subprocess.run(
+            [python, "-c", "import pykeen, torch_wge"], capture_output=True, env=worker_env(args)
+        ).returncode
+        == 0
+    )
     return python if ok else None
 
 
@@ -494,22 +568,49 @@ def worker_env(args, pythonpath: Optional[str] = None) -> Dict[str, str]:
     return env
 
 
-def run_worker(args, kind: str, python: str = sys.executable, extra: Optional[List[str]] = None,
-               pythonpath: Optional[str] = None) -> Dict[str, Any]:
-    cmd = [python, str(Path(__file__).resolve()), "--worker", kind, "--dataset", args.dataset, "--root", args.root,
-           "--device", args.device, "--threads", str(args.threads), "--epochs-timed", str(args.epochs_timed),
-           "--eval-repeats", str(args.eval_repeats), "--eval-repeats-pykeen", str(args.eval_repeats_pykeen),
-           "--batch-size", str(args.batch_size), "--eval-batch-size", str(args.eval_batch_size),
-           "--channels", str(args.channels), "--layers", str(0 if kind in ("quate", "pykeen") else args.layers),
-           "--tmp", args.tmp] + (extra or [])
+def run_worker(
+    args, kind: str, python: str = sys.executable, extra: Optional[List[str]] = None, pythonpath: Optional[str] = None
+) -> Dict[str, Any]:
+    cmd = [
+        python,
+        str(Path(__file__).resolve()),
+        "--worker",
+        kind,
+        "--dataset",
+        args.dataset,
+        "--root",
+        args.root,
+        "--device",
+        args.device,
+        "--threads",
+        str(args.threads),
+        "--epochs-timed",
+        str(args.epochs_timed),
+        "--eval-repeats",
+        str(args.eval_repeats),
+        "--eval-repeats-pykeen",
+        str(args.eval_repeats_pykeen),
+        "--batch-size",
+        str(args.batch_size),
+        "--eval-batch-size",
+        str(args.eval_batch_size),
+        "--channels",
+        str(args.channels),
+        "--layers",
+        str(0 if kind in ("quate", "pykeen") else args.layers),
+        "--tmp",
+        args.tmp,
+    ] + (extra or [])
     label = f"{kind}@baseline" if pythonpath else kind
     print(f"[{label}] running ...", file=sys.stderr, flush=True)
     tic = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(args, pythonpath))
     if proc.returncode != 0:
         print(proc.stderr[-4000:], file=sys.stderr)
-        return {"error": f"worker {kind} failed with exit code {proc.returncode}: "
-                         f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"}
+        return {
+            "error": f"worker {kind} failed with exit code {proc.returncode}: "
+            f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
+        }
     if kind == "profile":
         print(proc.stderr, file=sys.stderr)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -532,12 +633,15 @@ def floor_seconds(g: Dict[str, float], n: int, r: int, c: int, k: int, queries: 
     score = 2.0 * queries * c * n * (k + 1)
     conv_ef = 2.0 * n * c * c * k * batches
     conv_rf = 2.0 * (n + 2 * r) * c * c * k * batches
-    seconds = score * (1 / g["score_fwd [B,C]@[C,N]"] + 1 / g["score_grad_q [B,N]@[N,C]"]
-                       + 1 / g["score_grad_x [C,B]@[B,N]"])
-    seconds += conv_ef * (1 / g["conv_fwd [N,C]@[C,C]"] + 1 / g["conv_grad_x [N,C]@[C,C]"]
-                          + 1 / g["conv_grad_w [C,N]@[N,C]"])
-    seconds += conv_rf * (1 / g["conv_rf_fwd [N+2R,C]@[C,C]"] + 1 / g["conv_grad_x [N,C]@[C,C]"]
-                          + 1 / g["conv_grad_w [C,N]@[N,C]"])
+    seconds = score * (
+        1 / g["score_fwd [B,C]@[C,N]"] + 1 / g["score_grad_q [B,N]@[N,C]"] + 1 / g["score_grad_x [C,B]@[B,N]"]
+    )
+    seconds += conv_ef * (
+        1 / g["conv_fwd [N,C]@[C,C]"] + 1 / g["conv_grad_x [N,C]@[C,C]"] + 1 / g["conv_grad_w [C,N]@[N,C]"]
+    )
+    seconds += conv_rf * (
+        1 / g["conv_rf_fwd [N+2R,C]@[C,C]"] + 1 / g["conv_grad_x [N,C]@[C,C]"] + 1 / g["conv_grad_w [C,N]@[N,C]"]
+    )
     return seconds / 1e9
 
 
@@ -548,29 +652,55 @@ def fmt(value, spec: str = ".3f") -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", default="codex-s", help="dataset name (default: codex-s)")
-    parser.add_argument("--data-dir", default=str(DEFAULT_DATA),
-                        help="folder holding <dataset>/{train,valid,test}.txt (default: ../shared/datasets)")
+    parser.add_argument(
+        "--data-dir",
+        default=str(DEFAULT_DATA),
+        help="folder holding <dataset>/{train,valid,test}.txt (default: ../shared/datasets)",
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
-    parser.add_argument("--epochs-timed", type=int, default=3,
-                        help="timed epochs (or --max-batches units) after one warm-up (default: 3)")
-    parser.add_argument("--max-batches", type=int, default=0,
-                        help="time this many batches per unit and scale to a full epoch (default: full epochs)")
-    parser.add_argument("--naive-max-batches", type=int, default=None,
-                        help="--max-batches for the naive baseline (default: same as --max-batches)")
-    parser.add_argument("--naive-epochs-timed", type=int, default=None,
-                        help="--epochs-timed for the naive baseline (default: same as --epochs-timed)")
-    parser.add_argument("--pykeen-max-batches", type=int, default=None,
-                        help="--max-batches for PyKEEN (default: same as --max-batches)")
+    parser.add_argument(
+        "--epochs-timed",
+        type=int,
+        default=3,
+        help="timed epochs (or --max-batches units) after one warm-up (default: 3)",
+    )
+    parser.add_argument(
+        "--max-batches",
+        type=int,
+        default=0,
+        help="time this many batches per unit and scale to a full epoch (default: full epochs)",
+    )
+    parser.add_argument(
+        "--naive-max-batches",
+        type=int,
+        default=None,
+        help="--max-batches for the naive baseline (default: same as --max-batches)",
+    )
+    parser.add_argument(
+        "--naive-epochs-timed",
+        type=int,
+        default=None,
+        help="--epochs-timed for the naive baseline (default: same as --epochs-timed)",
+    )
+    parser.add_argument(
+        "--pykeen-max-batches", type=int, default=None, help="--max-batches for PyKEEN (default: same as --max-batches)"
+    )
     parser.add_argument("--eval-repeats", type=int, default=3, help="timed evaluations per split (default: 3)")
-    parser.add_argument("--eval-repeats-pykeen", type=int, default=2,
-                        help="timed PyKEEN test evaluations after a warm-up (default: 2)")
-    parser.add_argument("--naive-eval-triples", type=int, default=250,
-                        help="naive evaluation ranks the head and tail queries of this many triples per split and "
-                             "extrapolates linearly; 0 for all (default: 250, i.e. 500 queries)")
+    parser.add_argument(
+        "--eval-repeats-pykeen", type=int, default=2, help="timed PyKEEN test evaluations after a warm-up (default: 2)"
+    )
+    parser.add_argument(
+        "--naive-eval-triples",
+        type=int,
+        default=250,
+        help="naive evaluation ranks the head and tail queries of this many triples per split and "
+        "extrapolates linearly; 0 for all (default: 250, i.e. 500 queries)",
+    )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--eval-batch-size", type=int, default=1024)
     parser.add_argument("--channels", type=int, default=256)
@@ -578,14 +708,20 @@ def main() -> None:
     parser.add_argument("--skip-pykeen", action="store_true")
     parser.add_argument("--skip-naive", action="store_true")
     parser.add_argument("--only", nargs="+", choices=CONFIGS, help="run only these configurations")
-    parser.add_argument("--profile", type=int, default=0,
-                        help="also profile this many WGE training batches with torch.profiler")
+    parser.add_argument(
+        "--profile", type=int, default=0, help="also profile this many WGE training batches with torch.profiler"
+    )
     parser.add_argument("--profile-rows", type=int, default=25)
     parser.add_argument("--profile-shapes", action="store_true", help="group the profile by input shapes")
-    parser.add_argument("--pykeen-python", default=None,
-                        help="interpreter with pykeen and torch_wge installed (default: this one)")
-    parser.add_argument("--baseline", default=None, metavar="DIR",
-                        help="another checkout whose torch_wge also runs wge and quate, for a same-run speed-up")
+    parser.add_argument(
+        "--pykeen-python", default=None, help="interpreter with pykeen and torch_wge installed (default: this one)"
+    )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="DIR",
+        help="another checkout whose torch_wge also runs wge and quate, for a same-run speed-up",
+    )
     parser.add_argument("--json", default=None, help="write all results to this JSON file")
     parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
@@ -594,6 +730,7 @@ def main() -> None:
 
     if args.worker:
         import warnings
+
         warnings.simplefilter("ignore")
         if args.worker == "matmul":
             sizes = json.loads(args.root)
@@ -602,10 +739,12 @@ def main() -> None:
         return
 
     import warnings
+
     warnings.simplefilter("ignore")
     import torch
 
     from torch_wge.training import TrainConfig, TrainingQueries, load_data, split_triples
+
     command = "python " + " ".join([os.path.relpath(__file__)] + sys.argv[1:])
     wanted = set(args.only or CONFIGS)
     if args.skip_pykeen:
@@ -621,24 +760,33 @@ def main() -> None:
         n, r = int(data.num_nodes), int(data.num_relations)
         queries = len(TrainingQueries(split_triples(data, "train"), n, r))
         batches = -(-queries // args.batch_size)
-        splits = {s: int(data[m].sum()) for s, m in (("train", "train_mask"), ("valid", "val_mask"),
-                                                       ("test", "test_mask"))}
+        splits = {
+            s: int(data[m].sum()) for s, m in (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask"))
+        }
         sizes = {"num_entities": n, "num_relations": r, **splits, "train_queries": queries, "batches": batches}
         info = {
             "dataset": args.dataset,
             "command": command,
             "date": datetime.date.today().isoformat(),
-            "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(), "device": args.device,
-                        "threads": args.threads or torch.get_num_threads(), "torch": torch.__version__,
-                        "python": platform.python_version()},
+            "machine": {
+                "cpu": cpu_model(),
+                "cpus": os.cpu_count(),
+                "device": args.device,
+                "threads": args.threads or torch.get_num_threads(),
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+            },
             "git": git_state(),
             **({"baseline_git": git_state(Path(args.baseline))} if args.baseline else {}),
             "sizes": sizes,
         }
-        print(f"{args.dataset}: {n} entities, {r} relations, {splits['train']} train / {splits['valid']} valid / "
-              f"{splits['test']} test triples, {queries} training queries ({batches} batches of "
-              f"{args.batch_size}); {info['machine']['cpu']}, {info['machine']['threads']} threads, "
-              f"torch {torch.__version__}, device {args.device}", file=sys.stderr)
+        print(
+            f"{args.dataset}: {n} entities, {r} relations, {splits['train']} train / {splits['valid']} valid / "
+            f"{splits['test']} test triples, {queries} training queries ({batches} batches of "
+            f"{args.batch_size}); {info['machine']['cpu']}, {info['machine']['threads']} threads, "
+            f"torch {torch.__version__}, device {args.device}",
+            file=sys.stderr,
+        )
 
         results: Dict[str, Any] = {}
         if "matmul" in wanted:
@@ -647,8 +795,11 @@ def main() -> None:
             args.root = saved_root
         for kind in ("wge", "quate", "naive"):
             if kind in wanted:
-                limit = args.naive_max_batches if kind == "naive" and args.naive_max_batches is not None \
+                limit = (
+                    args.naive_max_batches
+                    if kind == "naive" and args.naive_max_batches is not None
                     else args.max_batches
+                )
                 extra = ["--max-batches", str(limit)]
                 if kind == "naive":
                     extra += ["--naive-eval-triples", str(args.naive_eval_triples)]
@@ -661,17 +812,22 @@ def main() -> None:
             python = pykeen_python(args)
             if python is None:
                 tried = args.pykeen_python or sys.executable
-                msg = (f"pykeen is not importable (tried {tried}); skipped. "
-                       "Install it in a separate venv, see benchmarks/README.md")
+                msg = (
+                    f"pykeen is not importable (tried {tried}); skipped. "
+                    "Install it in a separate venv, see benchmarks/README.md"
+                )
                 print(msg, file=sys.stderr)
                 results["pykeen"] = {"skipped": msg}
             else:
                 limit = args.pykeen_max_batches if args.pykeen_max_batches is not None else args.max_batches
                 results["pykeen"] = run_worker(args, "pykeen", python=python, extra=["--max-batches", str(limit)])
         if args.profile:
-            results["profile"] = run_worker(args, "profile", extra=["--profile", str(args.profile),
-                                                                     "--profile-rows", str(args.profile_rows)]
-                                            + (["--profile-shapes"] if args.profile_shapes else []))
+            results["profile"] = run_worker(
+                args,
+                "profile",
+                extra=["--profile", str(args.profile), "--profile-rows", str(args.profile_rows)]
+                + (["--profile-shapes"] if args.profile_shapes else []),
+            )
 
     # ------------------------------------------------------------ analysis
     c, k = args.channels, args.layers
@@ -683,13 +839,25 @@ def main() -> None:
     floors: Dict[str, Dict[str, float]] = {}
     g = results.get("matmul", {}).get("gflops")
     if g:
-        for kind, layers in (("wge", k), ("quate", 0), ("naive", k), ("pykeen", 0), ("wge@baseline", k),
-                             ("quate@baseline", 0)):
-            floors[kind] = {"epoch_floor_s": floor_seconds(g, n, r, c, layers, queries, batches),
-                            "epoch_floor_square_s": flop_counts(n, r, c, layers, queries, batches, 0)["epoch"]
-                            / (g["square 2048^3"] * 1e9),
-                            "test_eval_floor_s": 2.0 * eval_q["test"] * (layers + 1) * c * n
-                            / (g["eval_score [B,(K+1)C]@[(K+1)C,N]" if layers else "score_fwd [B,C]@[C,N]"] * 1e9)}
+        for kind, layers in (
+            ("wge", k),
+            ("quate", 0),
+            ("naive", k),
+            ("pykeen", 0),
+            ("wge@baseline", k),
+            ("quate@baseline", 0),
+        ):
+            floors[kind] = {
+                "epoch_floor_s": floor_seconds(g, n, r, c, layers, queries, batches),
+                "epoch_floor_square_s": flop_counts(n, r, c, layers, queries, batches, 0)["epoch"]
+                / (g["square 2048^3"] * 1e9),
+                "test_eval_floor_s": 2.0
+                * eval_q["test"]
+                * (layers + 1)
+                * c
+                * n
+                / (g["eval_score [B,(K+1)C]@[(K+1)C,N]" if layers else "score_fwd [B,C]@[C,N]"] * 1e9),
+            }
     ratios: Dict[str, Any] = {}
 
     def get(kind: str, key: str):
@@ -710,16 +878,25 @@ def main() -> None:
     ]
     if g:
         lines.append("matmul GFLOP/s (floor rates): " + ", ".join(f"{name} {value:.0f}" for name, value in g.items()))
-        lines.append("forward scoring GFLOP/s by layout (all layouts in the JSON): " + ", ".join(
-            f"{name} {value:.0f}" for name, value in results["matmul"].get("info_gflops", {}).items()
-            if name.startswith("score_fwd")))
-        lines.append(f"FLOPs per epoch: WGE {flops['wge']['epoch'] / 1e9:.1f} G (scoring "
-                     f"{flops['wge']['scoring'] / 1e9:.1f} G, encoder {flops['wge']['encoder'] / 1e9:.1f} G), "
-                     f"QuatE {flops['quate']['epoch'] / 1e9:.1f} G; test evaluation: WGE "
-                     f"{flops['wge']['eval'] / 1e9:.1f} G, QuatE {flops['quate']['eval'] / 1e9:.1f} G")
+        lines.append(
+            "forward scoring GFLOP/s by layout (all layouts in the JSON): "
+            + ", ".join(
+                f"{name} {value:.0f}"
+                for name, value in results["matmul"].get("info_gflops", {}).items()
+                if name.startswith("score_fwd")
+            )
+        )
+        lines.append(
+            f"FLOPs per epoch: WGE {flops['wge']['epoch'] / 1e9:.1f} G (scoring "
+            f"{flops['wge']['scoring'] / 1e9:.1f} G, encoder {flops['wge']['encoder'] / 1e9:.1f} G), "
+            f"QuatE {flops['quate']['epoch'] / 1e9:.1f} G; test evaluation: WGE "
+            f"{flops['wge']['eval'] / 1e9:.1f} G, QuatE {flops['quate']['eval'] / 1e9:.1f} G"
+        )
     mem_key = "peak_cuda_mb" if args.device.startswith("cuda") else "peak_rss_mb"
-    header = (f"{'configuration':<17} {'epoch s':>9} {'floor s':>8} {'x floor':>8} {'valid s':>8} {'test s':>8} "
-              f"{'test floor':>10} {'peak MB':>8}  notes")
+    header = (
+        f"{'configuration':<17} {'epoch s':>9} {'floor s':>8} {'x floor':>8} {'valid s':>8} {'test s':>8} "
+        f"{'test floor':>10} {'peak MB':>8}  notes"
+    )
     lines += ["", header, "-" * len(header)]
     for kind in ("wge@baseline", "wge", "quate@baseline", "quate", "naive", "pykeen"):
         res = results.get(kind)
@@ -736,6 +913,10 @@ def main() -> None:
             notes.append(f"eval from {res['eval_queries_timed']['test']} queries")
         if kind == "pykeen":
             notes.append(f"pykeen {res.get('pykeen')}")
+        if res.get("checkpoint_s") is not None:
+            notes.append(
+                f"last.pt write {res['checkpoint_s']:.3f} s ({res['checkpoint_s'] / res['epoch_s']:.1%} of an epoch)"
+            )
         x_floor = res["epoch_s"] / floor["epoch_floor_s"] if floor else None
         lines.append(
             f"{LABELS[kind]:<17} {fmt(res['epoch_s']):>9} {fmt(floor.get('epoch_floor_s')):>8} "
@@ -748,8 +929,12 @@ def main() -> None:
         lines += [f"  {name}: {value:.1f}x" for name, value in ratios.items()]
     print("\n".join(lines))
     if args.json:
-        Path(args.json).write_text(json.dumps({**info, "results": results, "flops": flops, "floors": floors,
-                                               "ratios": ratios, "table": lines}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {**info, "results": results, "flops": flops, "floors": floors, "ratios": ratios, "table": lines},
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Example::
 
     python benchmarks/bench_views.py --dataset codex-m fb15k-237
 """
+
 import argparse
 import json
 import os
@@ -25,20 +26,21 @@ from pathlib import Path
 
 from rss import peak_rss_mb, reset_peak_rss
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'datasets'
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"
 VIEWS = {  # name: (transform class in torch_wge.transforms, its arguments)
-    'ef': ('EntityFocusedTransform', {}),
-    'rf': ('RelationFocusedTransform', {'beta': 0.2}),
-    'rf-no-rr': ('RelationFocusedTransform', {'beta': 0.2, 'relation_edges': False}),
-    'levi': ('LeviGraphTransform', {}),
+    "ef": ("EntityFocusedTransform", {}),
+    "rf": ("RelationFocusedTransform", {"beta": 0.2}),
+    "rf-no-rr": ("RelationFocusedTransform", {"beta": 0.2, "relation_edges": False}),
+    "levi": ("LeviGraphTransform", {}),
 }
 
 
 def worker(args) -> None:
     import torch
 
-    from torch_wge.datasets import get_dataset
     import torch_wge.transforms
+    from torch_wge.datasets import get_dataset
+
     if args.threads:
         torch.set_num_threads(args.threads)
     data = get_dataset(args.dataset, args.root, log=False)[0]
@@ -48,8 +50,7 @@ def worker(args) -> None:
     before = reset_peak_rss()
     out = transform(copy)
     peak = peak_rss_mb() - before
-    key = {'ef': 'ef_edge_index', 'levi': 'levi_edge_index'}.get(
-        args.view, 'rf_edge_index')
+    key = {"ef": "ef_edge_index", "levi": "levi_edge_index"}.get(args.view, "rf_edge_index")
     edges = out[key].size(1) // 2
     times = []
     for _ in range(args.repeat):
@@ -57,15 +58,24 @@ def worker(args) -> None:
         start = time.perf_counter()
         transform(copy)
         times.append(time.perf_counter() - start)
-    print(json.dumps({'median': statistics.median(times), 'min': min(times),
-                      'peak_mb': peak, 'edges': edges,
-                      'threads': torch.get_num_threads()}))
+    print(
+        json.dumps(
+            {
+                "median": statistics.median(times),
+                "min": min(times),
+                "peak_mb": peak,
+                "edges": edges,
+                "threads": torch.get_num_threads(),
+            }
+        )
+    )
 
 
 def naive_pairs(data) -> int:
     # (incoming triple, outgoing triple) combinations at every entity, with
     # inverse triples added: what enumerating triple pairs would form.
     import torch
+
     h, t = data.edge_index[:, data.train_mask]
     deg = torch.bincount(torch.cat([h, t]), minlength=data.num_nodes)
     return int((deg * deg).sum())
@@ -73,19 +83,18 @@ def naive_pairs(data) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--dataset', nargs='+',
-                        default=['codex-m', 'fb15k-237'])
-    parser.add_argument('--data-dir', default=str(DEFAULT_DATA),
-                        help='folder with <dataset>/{train,valid,test}.txt '
-                             '(default: ../shared/datasets)')
-    parser.add_argument('--repeat', type=int, default=5)
-    parser.add_argument('--threads', type=int, default=0,
-                        help='torch threads (default: torch default)')
-    parser.add_argument('--views', nargs='+', default=list(VIEWS),
-                        choices=list(VIEWS))
-    parser.add_argument('--worker', action='store_true', help=argparse.SUPPRESS)
-    parser.add_argument('--view', help=argparse.SUPPRESS)
-    parser.add_argument('--root', help=argparse.SUPPRESS)
+    parser.add_argument("--dataset", nargs="+", default=["codex-m", "fb15k-237"])
+    parser.add_argument(
+        "--data-dir",
+        default=str(DEFAULT_DATA),
+        help="folder with <dataset>/{train,valid,test}.txt (default: ../shared/datasets)",
+    )
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch default)")
+    parser.add_argument("--views", nargs="+", default=list(VIEWS), choices=list(VIEWS))
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--view", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         args.dataset = args.dataset[0]
@@ -96,44 +105,62 @@ def main() -> None:
     import torch
 
     from torch_wge.datasets import dataset_statistics, get_dataset
-    warnings.simplefilter('ignore')
-    print(f'torch {torch.__version__}, {os.cpu_count()} CPUs, '
-          f'threads {args.threads or torch.get_num_threads()}, '
-          f'repeat {args.repeat}')
-    header = (f"{'dataset':<10} {'view':<9} {'edges (undir.)':>14} "
-              f"{'median s':>9} {'min s':>8} {'peak +MB':>9}")
+
+    warnings.simplefilter("ignore")
+    print(
+        f"torch {torch.__version__}, {os.cpu_count()} CPUs, "
+        f"threads {args.threads or torch.get_num_threads()}, "
+        f"repeat {args.repeat}"
+    )
+    header = f"{'dataset':<10} {'view':<9} {'edges (undir.)':>14} {'median s':>9} {'min s':>8} {'peak +MB':>9}"
     rows = []
     with tempfile.TemporaryDirectory() as root:
         for name in args.dataset:
-            raw = Path(root) / name / 'raw'
+            raw = Path(root) / name / "raw"
             raw.mkdir(parents=True)
-            for split in ('train.txt', 'valid.txt', 'test.txt'):
+            for split in ("train.txt", "valid.txt", "test.txt"):
                 shutil.copyfile(Path(args.data_dir) / name / split, raw / split)
             start = time.perf_counter()
             data = get_dataset(name, root, log=False)[0]
             load = time.perf_counter() - start
             stats = dataset_statistics(data)
-            print(f"{name}: {data.num_nodes} entities, {data.num_relations} "
-                  f"relations, {int(data.train_mask.sum())} train triples; "
-                  f"parse+process {load:.2f} s; RF constraints "
-                  f"{stats['rf_constraints']} ({stats['rf_constraints_kept']} "
-                  f"kept), pairs {stats['rf_pairs']} "
-                  f"({stats['rf_pairs_kept']} kept); naive in x out triple "
-                  f"combinations {naive_pairs(data):,}")
+            print(
+                f"{name}: {data.num_nodes} entities, {data.num_relations} "
+                f"relations, {int(data.train_mask.sum())} train triples; "
+                f"parse+process {load:.2f} s; RF constraints "
+                f"{stats['rf_constraints']} ({stats['rf_constraints_kept']} "
+                f"kept), pairs {stats['rf_pairs']} "
+                f"({stats['rf_pairs_kept']} kept); naive in x out triple "
+                f"combinations {naive_pairs(data):,}"
+            )
             for view in args.views:
-                cmd = [sys.executable, __file__, '--worker', '--dataset', name,
-                       '--root', root, '--view', view, '--repeat',
-                       str(args.repeat), '--threads', str(args.threads)]
-                out = json.loads(subprocess.run(
-                    cmd, check=True, capture_output=True,
-                    text=True).stdout.strip().splitlines()[-1])
-                rows.append(f"{name:<10} {view:<9} {out['edges']:>14,} "
-                            f"{out['median']:>9.3f} {out['min']:>8.3f} "
-                            f"{out['peak_mb']:>9.1f}")
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    "--dataset",
+                    name,
+                    "--root",
+                    root,
+                    "--view",
+                    view,
+                    "--repeat",
+                    str(args.repeat),
+                    "--threads",
+                    str(args.threads),
+                ]
+                out = json.loads(
+                    subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+                )
+                rows.append(
+                    f"{name:<10} {view:<9} {out['edges']:>14,} "
+                    f"{out['median']:>9.3f} {out['min']:>8.3f} "
+                    f"{out['peak_mb']:>9.1f}"
+                )
     print()
     print(header)
-    print('\n'.join(rows))
+    print("\n".join(rows))
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     main()

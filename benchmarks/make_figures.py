@@ -12,6 +12,7 @@
 
 Run folders and the records ``benchmarks/reproduce.py`` keeps (``benchmarks/records/...``) both work.
 """
+
 import argparse
 import json
 from collections import Counter
@@ -73,7 +74,9 @@ def relations(runs, split, out):
             label = f"{label_of(run)}, epoch {record['best_epoch']:,}"
             ax.bar([x + i * width for x in range(len(top))], values, width, label=label)
         ax.set_title(f"{side} prediction ({split})")
-        ax.set_xticks([x + width * (len(runs) - 1) / 2 for x in range(len(top))], names, rotation=60, ha="right", fontsize=7)
+        ax.set_xticks(
+            [x + width * (len(runs) - 1) / 2 for x in range(len(top))], names, rotation=60, ha="right", fontsize=7
+        )
         ax.set_ylabel("MRR (filtered)")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
@@ -82,11 +85,14 @@ def relations(runs, split, out):
 
 def sensitivity(runs, setting, out):
     """Best validation MRR of each run against ``setting`` (runs differing only in it)."""
-    results = sorted((json.loads((run / "results.json").read_text()) for run in runs),
-                     key=lambda result: result["config"][setting])
+    results = sorted(
+        (json.loads((run / "results.json").read_text()) for run in runs), key=lambda result: result["config"][setting]
+    )
     config = results[0]["config"]
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot([r["config"][setting] for r in results], [r["valid"]["metrics"]["both"]["mrr"] for r in results], marker="o")
+    ax.plot(
+        [r["config"][setting] for r in results], [r["valid"]["metrics"]["both"]["mrr"] for r in results], marker="o"
+    )
     if setting == "channels":
         ax.set_xscale("log", base=2)
         ax.set_xticks([r["config"][setting] for r in results], [str(r["config"][setting]) for r in results])

@@ -20,6 +20,7 @@ loads into :class:`NaiveWGE`; ``python benchmarks/naive_wge.py --check``
 verifies on a small random KG that both give the same scores, loss and
 filtered ranks.
 """
+
 import argparse
 import random
 import time
@@ -34,12 +35,15 @@ def hamilton(q: Tensor, p: Tensor) -> Tensor:
     """Element-wise Hamilton product of quaternion vectors in [r | i | j | k] block layout."""
     a, b, c, d = q.chunk(4, dim=-1)
     e, f, g, h = p.chunk(4, dim=-1)
-    return torch.cat([
-        a * e - b * f - c * g - d * h,
-        b * e + a * f - d * g + c * h,
-        c * e + d * f + a * g - b * h,
-        d * e - c * f + b * g + a * h,
-    ], dim=-1)
+    return torch.cat(
+        [
+            a * e - b * f - c * g - d * h,
+            b * e + a * f - d * g + c * h,
+            c * e + d * f + a * g - b * h,
+            d * e - c * f + b * g + a * h,
+        ],
+        dim=-1,
+    )
 
 
 def unit_quaternions(r: Tensor) -> Tensor:
@@ -70,12 +74,15 @@ class NaiveQuaternionConv(torch.nn.Module):
 
     def matrix(self) -> Tensor:
         wr, wi, wj, wk = self.weight
-        return torch.cat([
-            torch.cat([wr, wi, wj, wk], dim=1),
-            torch.cat([-wi, wr, wk, -wj], dim=1),
-            torch.cat([-wj, -wk, wr, wi], dim=1),
-            torch.cat([-wk, wj, -wi, wr], dim=1),
-        ], dim=0)
+        return torch.cat(
+            [
+                torch.cat([wr, wi, wj, wk], dim=1),
+                torch.cat([-wi, wr, wk, -wj], dim=1),
+                torch.cat([-wj, -wk, wr, wi], dim=1),
+                torch.cat([-wk, wj, -wi, wr], dim=1),
+            ],
+            dim=0,
+        )
 
     def forward(self, x: Tensor, adj: Tensor) -> Tensor:
         return adj @ (x @ self.matrix()) + self.bias
@@ -103,9 +110,18 @@ class _Encoder(torch.nn.Module):
 class NaiveWGE(torch.nn.Module):
     """WGE with dense adjacencies, dense targets and autograd BCE (see the module docstring)."""
 
-    def __init__(self, num_entities: int, num_relations: int, ef_edge_index: Tensor, rf_edge_index: Tensor,
-                 channels: int = 256, num_layers: int = 2, alpha0: float = 0.9, dropout: float = 0.5,
-                 label_smoothing: float = 0.1):
+    def __init__(
+        self,
+        num_entities: int,
+        num_relations: int,
+        ef_edge_index: Tensor,
+        rf_edge_index: Tensor,
+        channels: int = 256,
+        num_layers: int = 2,
+        alpha0: float = 0.9,
+        dropout: float = 0.5,
+        label_smoothing: float = 0.1,
+    ):
         super().__init__()
         self.num_entities = num_entities
         self.num_layers = num_layers
@@ -121,8 +137,8 @@ class NaiveWGE(torch.nn.Module):
         if num_layers > 0:
             self.register_buffer("ef_adj", dense_normalized_adjacency(ef_edge_index, num_entities), persistent=False)
             self.register_buffer(
-                "rf_adj", dense_normalized_adjacency(rf_edge_index, num_entities + 2 * num_relations),
-                persistent=False)
+                "rf_adj", dense_normalized_adjacency(rf_edge_index, num_entities + 2 * num_relations), persistent=False
+            )
 
     def encode(self) -> List[Tuple[Tensor, Tensor]]:
         x, rel = self.entity_embedding.weight, self.relation_embedding.weight
@@ -130,7 +146,7 @@ class NaiveWGE(torch.nn.Module):
         for layer in self.encoder.convs:
             xr = torch.tanh(layer.rf_norm(layer.rf_conv(torch.cat([x, rel], dim=0), self.rf_adj)))
             xe = torch.tanh(layer.ef_norm(layer.ef_conv(x, self.ef_adj)))
-            x, rel = xe * xr[: self.num_entities], xr[self.num_entities:]
+            x, rel = xe * xr[: self.num_entities], xr[self.num_entities :]
             states.append((x, rel))
         return states
 
@@ -144,8 +160,10 @@ class NaiveWGE(torch.nn.Module):
 
     def loss(self, states, heads: Tensor, relations: Tensor, targets: Tensor) -> Tensor:
         smoothed = (1.0 - self.label_smoothing) * targets + 1.0 / self.num_entities
-        return sum(alpha * F.binary_cross_entropy(torch.sigmoid(logits), smoothed)
-                   for alpha, logits in zip(self.alphas, self.layer_logits(states, heads, relations)))
+        return sum(
+            alpha * F.binary_cross_entropy(torch.sigmoid(logits), smoothed)
+            for alpha, logits in zip(self.alphas, self.layer_logits(states, heads, relations))
+        )
 
     def score(self, states, heads: Tensor, relations: Tensor) -> Tensor:
         return sum(alpha * logits for alpha, logits in zip(self.alphas, self.layer_logits(states, heads, relations)))
@@ -160,8 +178,15 @@ def answer_sets(triples: Sequence[Sequence[int]], num_relations: int) -> Dict[Tu
     return answers
 
 
-def train_epoch(model: NaiveWGE, optimizer, answers: Dict[Tuple[int, int], Set[int]], batch_size: int = 1024,
-                grad_clip: float = 0.5, seed: int = 0, max_batches: Optional[int] = None) -> Tuple[float, int]:
+def train_epoch(
+    model: NaiveWGE,
+    optimizer,
+    answers: Dict[Tuple[int, int], Set[int]],
+    batch_size: int = 1024,
+    grad_clip: float = 0.5,
+    seed: int = 0,
+    max_batches: Optional[int] = None,
+) -> Tuple[float, int]:
     """One pass over the (head, relation) queries (or ``max_batches`` of them); returns (mean loss, batches)."""
     model.train()
     queries = list(answers)
@@ -170,7 +195,7 @@ def train_epoch(model: NaiveWGE, optimizer, answers: Dict[Tuple[int, int], Set[i
     for start in range(0, len(queries), batch_size):
         if max_batches is not None and batches >= max_batches:
             break
-        batch = queries[start:start + batch_size]
+        batch = queries[start : start + batch_size]
         heads = torch.tensor([h for h, _ in batch])
         relations = torch.tensor([r for _, r in batch])
         targets = torch.zeros(len(batch), model.num_entities)
@@ -188,8 +213,14 @@ def train_epoch(model: NaiveWGE, optimizer, answers: Dict[Tuple[int, int], Set[i
 
 
 @torch.no_grad()
-def evaluate(model: NaiveWGE, triples: Sequence[Sequence[int]], known: Dict[Tuple[int, int], Set[int]],
-             num_relations: int, max_triples: Optional[int] = None, states=None) -> List[float]:
+def evaluate(
+    model: NaiveWGE,
+    triples: Sequence[Sequence[int]],
+    known: Dict[Tuple[int, int], Set[int]],
+    num_relations: int,
+    max_triples: Optional[int] = None,
+    states=None,
+) -> List[float]:
     """Filtered realistic ranks, one query at a time: the tail queries of
     ``triples[:max_triples]`` followed by their head queries. The encoder
     runs first unless its output ``states`` (of :meth:`NaiveWGE.encode` in
@@ -226,8 +257,9 @@ def _check() -> None:
     data = graph_transform(TrainConfig())(random_kg(40, 5, 300, seed=1))
     num_entities, num_relations = int(data.num_nodes), int(data.num_relations)
     ref = WGE(num_entities, num_relations, channels=16, num_layers=2, dropout=0.0).double()
-    naive = NaiveWGE(num_entities, num_relations, data.ef_edge_index, data.rf_edge_index,
-                     channels=16, num_layers=2, dropout=0.0).double()
+    naive = NaiveWGE(
+        num_entities, num_relations, data.ef_edge_index, data.rf_edge_index, channels=16, num_layers=2, dropout=0.0
+    ).double()
     naive.load_state_dict(ref.state_dict())
     train = split_triples(data, "train")
     queries = TrainingQueries(train, num_entities, num_relations)
@@ -255,16 +287,18 @@ def _check() -> None:
     test = split_triples(data, "test")
     evaluator = LinkPredictionEvaluator(test, split_triples(data, "all"), num_entities, num_relations)
     ref_ranks = evaluator.compute_ranks(lambda e, r: ref.score_all(encoded, e, r))
-    naive_ranks = evaluate(naive, test.tolist(), answer_sets(split_triples(data, "all").tolist(), num_relations),
-                           num_relations)
+    naive_ranks = evaluate(
+        naive, test.tolist(), answer_sets(split_triples(data, "all").tolist(), num_relations), num_relations
+    )
     assert ref_ranks.tolist() == naive_ranks, "filtered ranks differ"
     print(f"{len(naive_ranks)} filtered ranks identical; naive WGE matches torch_wge")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="compare scores, loss and ranks with torch_wge on a small random KG")
+    parser.add_argument(
+        "--check", action="store_true", help="compare scores, loss and ranks with torch_wge on a small random KG"
+    )
     args = parser.parse_args()
     if args.check:
         tic = time.perf_counter()

@@ -9,6 +9,7 @@ prints a markdown table, plus how many queries have a tie at their answer::
 
     python benchmarks/ranking_protocol.py runs/reproduce/codex-s/wge/best.pt --split test --root data
 """
+
 import argparse
 
 import torch
@@ -39,7 +40,10 @@ def main():
     print("| score | ties | MRR | MR | H@1 | H@3 | H@10 | queries with a tie at the answer |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, score_fn in scores.items():
-        ranks = {kind: evaluator.compute_ranks(score_fn, args.batch_size, rank_type=kind) for kind in ("optimistic", "pessimistic")}
+        ranks = {
+            kind: evaluator.compute_ranks(score_fn, args.batch_size, rank_type=kind)
+            for kind in ("optimistic", "pessimistic")
+        }
         ranks["realistic"] = (ranks["optimistic"] + ranks["pessimistic"]) / 2
         tied = int((ranks["pessimistic"] > ranks["optimistic"]).sum())
         for kind in RANK_TYPES:

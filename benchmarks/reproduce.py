@@ -19,6 +19,7 @@ what ``benchmarks/RESULTS.md`` and ``benchmarks/make_figures.py`` read.
 
 Datasets are read from ``--root`` (``<root>/<dataset>/raw``) or downloaded there.
 """
+
 import argparse
 import dataclasses
 import datetime
@@ -37,10 +38,15 @@ from torch_wge.training.checkpoint import load_checkpoint
 
 ROWS = {
     # Table 2: WGE and its strongest baseline, QuatE (K = 0)
-    **{f"{d}/wge": dict(dataset=d) for d in ("codex-s", "codex-m", "codex-l", "litwd1k", "litwd19k", "litwd48k", "fb15k-237")},
+    **{
+        f"{d}/wge": dict(dataset=d)
+        for d in ("codex-s", "codex-m", "codex-l", "litwd1k", "litwd19k", "litwd48k", "fb15k-237")
+    },
     **{f"{d}/quate": dict(dataset=d, num_layers=0) for d in ("codex-s", "codex-m", "litwd1k", "fb15k-237")},
     # Table 3 ablations (CoDEx-S validation)
-    "codex-s/ablation/no-predicate-entities": dict(predicate_entities=False, relation_edges=True),  # only r_s - r_o edges
+    "codex-s/ablation/no-predicate-entities": dict(
+        predicate_entities=False, relation_edges=True
+    ),  # only r_s - r_o edges
     "codex-s/ablation/gcn": dict(conv="gcn"),
     "codex-s/ablation/entity-view-only": dict(views="entity"),
     "codex-s/ablation/relation-view-only": dict(views="relation"),
@@ -56,8 +62,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("row", nargs="?", help="row name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the rows and their settings")
-    parser.add_argument("--table", nargs="+", type=Path, metavar="RECORD",
-                        help="print a markdown table of these records (or run folders) and exit")
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        type=Path,
+        metavar="RECORD",
+        help="print a markdown table of these records (or run folders) and exit",
+    )
     parser.add_argument("--recipe", default="paper", help="training recipe of TrainConfig (default: paper)")
     parser.add_argument("--objective", default=None, help="training loss (default: the recipe's)")
     parser.add_argument("--epochs", type=int, default=None, help="default: the recipe's (paper: 3000)")
@@ -70,9 +81,14 @@ def main():
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--patience", type=int, default=None, help="stop after this many validations without gain")
-    parser.add_argument("--finish", action="store_true",
-                        help="evaluate the best checkpoint of a run stopped early and write its results")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (validation lines are still printed)")
+    parser.add_argument(
+        "--finish",
+        action="store_true",
+        help="evaluate the best checkpoint of a run stopped early and write its results",
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (validation lines are still printed)"
+    )
     parser.add_argument("--records", default="benchmarks/records", help="where finished runs' JSON records are kept")
     args = parser.parse_args()
 
@@ -88,9 +104,18 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = {"dataset": "codex-s", **ROWS[args.row]}
-    config = TrainConfig(root=args.root, recipe=args.recipe, objective=args.objective, epochs=args.epochs,
-                         lr=args.lr, eval_every=args.eval_every, seed=args.seed, patience=args.patience,
-                         time_limit=args.time_limit, **settings)
+    config = TrainConfig(
+        root=args.root,
+        recipe=args.recipe,
+        objective=args.objective,
+        epochs=args.epochs,
+        lr=args.lr,
+        eval_every=args.eval_every,
+        seed=args.seed,
+        patience=args.patience,
+        time_limit=args.time_limit,
+        **settings,
+    )
     out = Path(args.out) / args.row
     if args.finish:  # train no further: the run ends at the epoch of its last checkpoint
         config = dataclasses.replace(config, epochs=load_checkpoint(out / "last.pt", map_location="cpu")["epoch"])
@@ -101,29 +126,45 @@ def main():
     result = Trainer(config, data, out, progress=not args.no_progress).fit(resume=args.resume or args.finish)
     keep_record(out, Path(args.records) / args.row)
     valid, test = result["valid"]["metrics"]["both"], result["test"]["metrics"]["both"]
-    print(json.dumps({"row": args.row, "epochs": result["epochs_trained"], "best_epoch": result["best_epoch"],
-                      "wall_seconds": round(result["wall_seconds"]), "valid_mrr": valid["mrr"],
-                      "valid_hits@10": valid["hits@10"], "test_mrr": test["mrr"], "test_hits@10": test["hits@10"]}))
+    print(
+        json.dumps(
+            {
+                "row": args.row,
+                "epochs": result["epochs_trained"],
+                "best_epoch": result["best_epoch"],
+                "wall_seconds": round(result["wall_seconds"]),
+                "valid_mrr": valid["mrr"],
+                "valid_hits@10": valid["hits@10"],
+                "test_mrr": test["mrr"],
+                "test_hits@10": test["hits@10"],
+            }
+        )
+    )
 
 
 def markdown_table(records) -> str:
     """One markdown row per record: budget, best epoch, filtered validation and test
     metrics of the best checkpoint (Hits in %), wall time."""
-    lines = ["| record | epochs | best epoch | valid MRR | valid H@10 | test MRR | test H@1 | test H@3 | test H@10 | wall min |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| record | epochs | best epoch | valid MRR | valid H@10 | test MRR | test H@1 | test H@3 | test H@10 | wall min |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for record in records:
         result = json.loads((record / "results.json").read_text())
         valid, test = result["valid"]["metrics"]["both"], result["test"]["metrics"]["both"]
-        lines.append(f"| `{record}` | {result['epochs_trained']:,} | {result['best_epoch']:,} | {valid['mrr']:.4f} | "
-                     f"{100 * valid['hits@10']:.2f} | {test['mrr']:.4f} | {100 * test['hits@1']:.2f} | "
-                     f"{100 * test['hits@3']:.2f} | {100 * test['hits@10']:.2f} | {result['wall_seconds'] / 60:.1f} |")
+        lines.append(
+            f"| `{record}` | {result['epochs_trained']:,} | {result['best_epoch']:,} | {valid['mrr']:.4f} | "
+            f"{100 * valid['hits@10']:.2f} | {test['mrr']:.4f} | {100 * test['hits@1']:.2f} | "
+            f"{100 * test['hits@3']:.2f} | {100 * test['hits@10']:.2f} | {result['wall_seconds'] / 60:.1f} |"
+        )
     return "\n".join(lines)
 
 
 def git_commit() -> str:
     """The checkout's commit (``unknown`` outside a git checkout)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    ).stdout.strip()
     return commit or "unknown"
 
 
@@ -134,11 +175,17 @@ def keep_record(run: Path, record: Path) -> None:
     record.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "log.jsonl", "results.json"):
         shutil.copyfile(run / name, record / name)
-    (record / "record.json").write_text(json.dumps({
-        "commands": (run / "commands.txt").read_text().splitlines(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
-        "torch": torch.__version__,
-    }, indent=2) + "\n")
+    (record / "record.json").write_text(
+        json.dumps(
+            {
+                "commands": (run / "commands.txt").read_text().splitlines(),
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
+                "torch": torch.__version__,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Resident memory of this process, for the benchmarks (Linux /proc, with a fallback)."""
+
 import resource
 
 

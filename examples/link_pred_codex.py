@@ -16,6 +16,7 @@ The raw files are downloaded to ``--root`` (default ``data``) unless already
 there: place ``train.txt``, ``valid.txt`` and ``test.txt`` in
 ``<root>/<dataset>/raw/`` to run offline.
 """
+
 import argparse
 import os
 
@@ -42,18 +43,30 @@ parser.add_argument("--time-limit", type=float, default=None, help="minutes of t
 parser.add_argument("--patience", type=int, default=None, help="early stopping, in validations")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--device", default=None, help="default: cuda when available")
-parser.add_argument("--threads", type=positive_int, default=None,
-                    help="default: the cores not busy with other processes")
+parser.add_argument(
+    "--threads", type=positive_int, default=None, help="default: the cores not busy with other processes"
+)
 parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
 args = parser.parse_args()
 
 try:
     threads = set_threads(args.threads)
     config = TrainConfig(
-        dataset=args.dataset, root=args.root, recipe=args.recipe, epochs=args.epochs, lr=args.lr,
-        objective=args.objective, batch_size=args.batch_size, channels=args.channels,
-        num_layers=args.num_layers, beta=args.beta, alpha0=args.alpha0, time_limit=args.time_limit,
-        patience=args.patience, seed=args.seed, device=args.device,
+        dataset=args.dataset,
+        root=args.root,
+        recipe=args.recipe,
+        epochs=args.epochs,
+        lr=args.lr,
+        objective=args.objective,
+        batch_size=args.batch_size,
+        channels=args.channels,
+        num_layers=args.num_layers,
+        beta=args.beta,
+        alpha0=args.alpha0,
+        time_limit=args.time_limit,
+        patience=args.patience,
+        seed=args.seed,
+        device=args.device,
     )
     config.validate()
 except ValueError as error:
@@ -62,19 +75,25 @@ except ValueError as error:
 
 def main() -> None:
     dataset, data = load_data(config)
-    print(f"{args.dataset}: {data.num_nodes} entities, {data.num_relations} relations, "
-          f"{int(data.train_mask.sum())}/{int(data.val_mask.sum())}/{int(data.test_mask.sum())} triples; "
-          f"recipe {config.recipe!r} ({config.epochs} epochs, peak lr {config.lr}, {config.objective}); "
-          f"{threads} CPU thread(s)")
+    print(
+        f"{args.dataset}: {data.num_nodes} entities, {data.num_relations} relations, "
+        f"{int(data.train_mask.sum())}/{int(data.val_mask.sum())}/{int(data.test_mask.sum())} triples; "
+        f"recipe {config.recipe!r} ({config.epochs} epochs, peak lr {config.lr}, {config.objective}); "
+        f"{threads} CPU thread(s)"
+    )
     vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
     result = Trainer(config, data, args.out or f"runs/{args.dataset}", vocabulary=vocabulary).fit(resume=args.resume)
     if int(os.environ.get("RANK", 0)) != 0:  # under torchrun, only rank 0 reports
         return
     test = result["test"]["metrics"]["both"]
-    print(f"best validation epoch {result['best_epoch']} of {result['epochs_trained']}, "
-          f"{result['wall_seconds']:.0f} s of training and validation")
-    print(f"test (filtered, realistic ranks, both directions): MRR {test['mrr']:.4f} | "
-          f"H@1 {test['hits@1']:.4f} | H@3 {test['hits@3']:.4f} | H@10 {test['hits@10']:.4f}")
+    print(
+        f"best validation epoch {result['best_epoch']} of {result['epochs_trained']}, "
+        f"{result['wall_seconds']:.0f} s of training and validation"
+    )
+    print(
+        f"test (filtered, realistic ranks, both directions): MRR {test['mrr']:.4f} | "
+        f"H@1 {test['hits@1']:.4f} | H@3 {test['hits@3']:.4f} | H@10 {test['hits@10']:.4f}"
+    )
 
 
 # every expected failure (offline download, unwritable --out, full disk, ...) is one line, exit code 2

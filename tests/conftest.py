@@ -1,4 +1,5 @@
 """Shared fixtures: the benchmark datasets that lie beside the repository."""
+
 import errno
 import os
 from pathlib import Path

@@ -20,7 +20,10 @@ def kg_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("kg")
     data = random_kg(30, 3, 300, seed=7)
     for split, mask in (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask)):
-        lines = [f"e{h:03d}\tP{r}\te{t:03d}" for (h, t), r in zip(data.edge_index.t()[mask].tolist(), data.edge_type[mask].tolist())]
+        lines = [
+            f"e{h:03d}\tP{r}\te{t:03d}"
+            for (h, t), r in zip(data.edge_index.t()[mask].tolist(), data.edge_type[mask].tolist())
+        ]
         (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
     return folder
 
@@ -28,8 +31,24 @@ def kg_folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(kg_folder, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
-    code = main(["train", "--dataset", str(kg_folder), "--epochs", "4", "--eval-every", "2", "--channels", "8",
-                 "--batch-size", "16", "--out", str(out), "--no-progress"])
+    code = main(
+        [
+            "train",
+            "--dataset",
+            str(kg_folder),
+            "--epochs",
+            "4",
+            "--eval-every",
+            "2",
+            "--channels",
+            "8",
+            "--batch-size",
+            "16",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     return out
 
@@ -41,7 +60,17 @@ def test_train_writes_results(trained, capsys):
 
 
 def test_evaluate_matches_training_results(trained, capsys):
-    code = main(["evaluate", str(trained / "best.pt"), "--split", "test", "--per-relation", "--json", str(trained / "eval.json")])
+    code = main(
+        [
+            "evaluate",
+            str(trained / "best.pt"),
+            "--split",
+            "test",
+            "--per-relation",
+            "--json",
+            str(trained / "eval.json"),
+        ]
+    )
     assert code == 0
     evaluated = json.loads((trained / "eval.json").read_text())
     results = json.loads((trained / "results.json").read_text())
@@ -108,11 +137,13 @@ def write_file(name, content):
     def prepare(tmp):
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(content)
+
     return prepare
 
 
 def folder_with(name, content=None):
     """A copy of the KG folder whose ``name`` is replaced (by a folder when ``content`` is None)."""
+
     def prepare(tmp):
         shutil.copytree(tmp / "kg-source", tmp / "kg2")
         (tmp / "kg2" / name).unlink()
@@ -120,6 +151,7 @@ def folder_with(name, content=None):
             (tmp / "kg2" / name).mkdir()
         else:
             (tmp / "kg2" / name).write_bytes(content)
+
     return prepare
 
 
@@ -127,12 +159,14 @@ def append_to_log(line):
     def prepare(tmp):
         with open(tmp / "run" / "log.jsonl", "a") as f:
             f.write(line + "\n")
+
     return prepare
 
 
 def offline(tmp):
     def download_url(url, *args, **kwargs):
         raise urllib.error.URLError("no network")
+
     return download_url
 
 
@@ -148,26 +182,44 @@ BAD_INPUTS = {
     "device cuda without cuda": (TRAIN + ["--dataset", "{kg}", "--device", "cuda"], None, ["cuda", "not available"]),
     "channels 1e9": (TRAIN + ["--dataset", "{kg}", "--channels", "1000000000"], None, ["channels 1000000000", "GiB"]),
     "out is a file": (TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/file"], write_file("file", b"x"), ["{tmp}/file"]),
-    "out inside a file": (TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/file/run"], write_file("file", b"x"),
-                          ["{tmp}/file/run"]),
-    "root is a file": (TRAIN + ["--dataset", "codex-s", "--root", "{tmp}/file"], write_file("file", b"x"),
-                       ["{tmp}/file"]),
-    "offline download": (TRAIN + ["--dataset", "codex-s", "--root", "{tmp}/data"], offline,
-                         ["could not download", "{tmp}/data/codex-s/raw"]),
+    "out inside a file": (
+        TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/file/run"],
+        write_file("file", b"x"),
+        ["{tmp}/file/run"],
+    ),
+    "root is a file": (
+        TRAIN + ["--dataset", "codex-s", "--root", "{tmp}/file"],
+        write_file("file", b"x"),
+        ["{tmp}/file"],
+    ),
+    "offline download": (
+        TRAIN + ["--dataset", "codex-s", "--root", "{tmp}/data"],
+        offline,
+        ["could not download", "{tmp}/data/codex-s/raw"],
+    ),
     "train.txt is a folder": (TRAIN + ["--dataset", "{tmp}/kg2"], folder_with("train.txt"), ["{tmp}/kg2/train.txt"]),
-    "latin-1 in train.txt": (TRAIN + ["--dataset", "{tmp}/kg2"], folder_with("train.txt", b"caf\xe9\tP1\te001\n"),
-                             ["{tmp}/kg2/train.txt", "UTF-8"]),
+    "latin-1 in train.txt": (
+        TRAIN + ["--dataset", "{tmp}/kg2"],
+        folder_with("train.txt", b"caf\xe9\tP1\te001\n"),
+        ["{tmp}/kg2/train.txt", "UTF-8"],
+    ),
     "resume with another lr": (RESUME + ["--lr", "0.05"], None, ["--lr 0.0005 -> 0.05"]),
     "resume with another dropout": (RESUME + ["--dropout", "0.3"], None, ["--dropout 0.5 -> 0.3"]),
     "garbage log line": (RESUME, append_to_log("garbage"), ["{run}/log.jsonl, line"]),
     "log line [1,2]": (RESUME, append_to_log("[1,2]"), ["{run}/log.jsonl, line"]),
     "evaluate --json a folder": (["evaluate", "{run}/best.pt", "--json", "{tmp}"], None, ["--json {tmp}"]),
-    "truncated checkpoint": (["evaluate", "{tmp}/bad.pt"], write_file("bad.pt", b"PK\x03\x04 cut"),
-                             ["{tmp}/bad.pt", "corrupt"]),
+    "truncated checkpoint": (
+        ["evaluate", "{tmp}/bad.pt"],
+        write_file("bad.pt", b"PK\x03\x04 cut"),
+        ["{tmp}/bad.pt", "corrupt"],
+    ),
     "crafted checkpoint": (["evaluate", "{tmp}/crafted.pt"], crafted_checkpoint, ["{tmp}/crafted.pt", "refused"]),
     "evaluate --device foo": (["evaluate", "{run}/best.pt", "--device", "foo"], None, ["foo"]),
-    "predict --top-k 0": (["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1", "--top-k", "0"], None,
-                          ["--top-k"]),
+    "predict --top-k 0": (
+        ["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1", "--top-k", "0"],
+        None,
+        ["--top-k"],
+    ),
 }
 
 
@@ -200,8 +252,10 @@ def test_predict_filter_known_lists_no_known_answer(trained, kg_folder, capsys):
     head, relation = (kg_folder / "train.txt").read_text().splitlines()[0].split("\t")[:2]
 
     def answers(*extra):
-        assert main(["predict", str(trained / "best.pt"), "--head", head, "--relation", relation,
-                     "--top-k", "30", *extra]) == 0
+        assert (
+            main(["predict", str(trained / "best.pt"), "--head", head, "--relation", relation, "--top-k", "30", *extra])
+            == 0
+        )
         return [line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:]]
 
     everything = answers()
@@ -214,8 +268,22 @@ def test_predict_filter_known_lists_no_known_answer(trained, kg_folder, capsys):
 
 def test_reordered_vocabulary_is_refused(kg_folder, tmp_path, capsys):
     shutil.copytree(kg_folder, tmp_path / "kg")
-    run = ["train", "--dataset", str(tmp_path / "kg"), "--epochs", "2", "--eval-every", "2", "--channels", "8",
-           "--batch-size", "16", "--out", str(tmp_path / "run"), "--no-progress"]
+    run = [
+        "train",
+        "--dataset",
+        str(tmp_path / "kg"),
+        "--epochs",
+        "2",
+        "--eval-every",
+        "2",
+        "--channels",
+        "8",
+        "--batch-size",
+        "16",
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+    ]
     assert main(run) == 0
     assert main(["evaluate", str(tmp_path / "run" / "best.pt")]) == 0
     capsys.readouterr()

@@ -1,4 +1,5 @@
 """Every docstring example in torch_wge runs as a doctest."""
+
 import doctest
 import importlib
 import pkgutil
@@ -17,14 +18,21 @@ MODULES = sorted(
 def test_docstring_examples(name, one_torch_thread):
     module = importlib.import_module(name)
     torch.manual_seed(0)
-    outcome = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
-                              extraglobs={"torch": torch})
+    outcome = doctest.testmod(
+        module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, extraglobs={"torch": torch}
+    )
     assert outcome.failed == 0
 
 
 def test_every_public_layer_has_an_example():
     finder = doctest.DocTestFinder()
-    for obj in (torch_wge.nn.QuaternionGCNConv, torch_wge.nn.TwoViewConv, torch_wge.nn.QuatEDecoder,
-                torch_wge.nn.TwoViewEncoder,
-                torch_wge.nn.WGE, torch_wge.nn.kge.QuatE, torch_wge.nn.kge.WGEKGE):
+    for obj in (
+        torch_wge.nn.QuaternionGCNConv,
+        torch_wge.nn.TwoViewConv,
+        torch_wge.nn.QuatEDecoder,
+        torch_wge.nn.TwoViewEncoder,
+        torch_wge.nn.WGE,
+        torch_wge.nn.kge.QuatE,
+        torch_wge.nn.kge.WGEKGE,
+    ):
         assert any(test.examples for test in finder.find(obj)), obj.__name__

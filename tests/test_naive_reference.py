@@ -1,6 +1,7 @@
 """The whole model against an independent dense implementation
 (``benchmarks/naive_wge.py``: dense adjacency matrices, a dense target matrix,
 autograd BCE, one query at a time with Python-set filtering)."""
+
 import subprocess
 import sys
 from pathlib import Path

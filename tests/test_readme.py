@@ -1,6 +1,7 @@
 """The README's Python snippets, run in order as a reader would: in an empty
 folder holding PyG's raw files of a small knowledge graph (no network) and a
 CoDEx-S run made by the README's command line."""
+
 import re
 from pathlib import Path
 
@@ -26,12 +27,16 @@ def workspace(tmp_path_factory):
     root = tmp_path_factory.mktemp("readme")
     kg = random_kg(24, 4, 160, seed=0)
     triples = torch.stack([kg.edge_index[0], kg.edge_type, kg.edge_index[1]], dim=1)
-    splits = {name: triples[kg[f"{mask}_mask"]].tolist() for name, mask in
-              (("train", "train"), ("valid", "val"), ("test", "test"))}
+    splits = {
+        name: triples[kg[f"{mask}_mask"]].tolist()
+        for name, mask in (("train", "train"), ("valid", "val"), ("test", "test"))
+    }
     for name, rows in splits.items():
         named = [(f"e{h}", f"r{r}", f"e{t}") for h, r, t in rows]
         write(root / "data" / "codex-s" / "raw" / f"{name}.txt", named)
-        write(root / "data" / "WN18RR" / "raw" / f"{name}.txt", [(f"e{h}", WN_RELATIONS[r], f"e{t}") for h, r, t in rows])
+        write(
+            root / "data" / "WN18RR" / "raw" / f"{name}.txt", [(f"e{h}", WN_RELATIONS[r], f"e{t}") for h, r, t in rows]
+        )
         write(root / "data" / "FB15k-237" / "raw" / f"{name}.txt", named)
         write(root / "data" / "RLPD" / "FB15k-237" / "raw" / f"{name}.txt", named)
     write(root / "data" / "RLPD" / "FB15k-237" / "raw" / "entities.dict", [(i, f"e{i}") for i in range(24)])
@@ -50,8 +55,25 @@ def test_readme_python_snippets_run(workspace, monkeypatch, capsys, one_torch_th
     root, splits = workspace
     monkeypatch.chdir(root)
     # the README's command line, as its "evaluate" snippet assumes
-    assert cli.main(["train", "--dataset", "codex-s", "--epochs", "1", "--channels", "8", "--num-layers", "1",
-                     "--out", "runs/codex-s", "--no-progress"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--dataset",
+                "codex-s",
+                "--epochs",
+                "1",
+                "--channels",
+                "8",
+                "--num-layers",
+                "1",
+                "--out",
+                "runs/codex-s",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     namespace = {}
     for block in BLOCKS:
         exec(compile(block, str(README), "exec"), namespace)

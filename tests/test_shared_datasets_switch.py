@@ -1,5 +1,6 @@
 """Real-data tests read $TORCH_WGE_SHARED_DATASETS: skipped with one line when it
 is absent, failed when CI=true."""
+
 import os
 import subprocess
 import sys
@@ -14,8 +15,22 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_absent_real_data_skips_or_fails_under_ci(ci, tmp_path):
     env = {**os.environ, "TORCH_WGE_SHARED_DATASETS": str(tmp_path / "absent"), "CI": ci}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/training/test_codex_integration.py"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "slow or not slow",
+            "tests/training/test_codex_integration.py",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
     )
     message = f"real benchmark data not found at {tmp_path / 'absent'}"
     if ci:

@@ -5,6 +5,7 @@ Every expected failure (a bad option, an unreadable, corrupt or unwritable
 file, a full disk, a failed download, a diverged run) prints one line naming
 the option or file and exits with 2; ``--debug`` shows the traceback instead.
 """
+
 import argparse
 import dataclasses
 import json
@@ -124,8 +125,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         else:
             help_text = f"{CONFIG_HELP[field.name]} (default: {field.default})"
         if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
-                                help=help_text)
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
         else:
             choices = CHOICES.get(field.name) or (sorted(RECIPES) if field.name == "recipe" else None)
             parser.add_argument(flag, type=kind, default=argparse.SUPPRESS, choices=choices, help=help_text)
@@ -162,7 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     add_force_reload(train)
     train.add_argument(
-        "--backend", choices=["gloo", "nccl"], default=None,
+        "--backend",
+        choices=["gloo", "nccl"],
+        default=None,
         help="process-group backend under torchrun (default: nccl on CUDA, gloo on the CPU)",
     )
     add_common(train)
@@ -208,7 +210,9 @@ def add_force_reload(parser: argparse.ArgumentParser) -> None:
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--threads", type=positive_int, default=None,
+        "--threads",
+        type=positive_int,
+        default=None,
         help="CPU threads for PyTorch (default: the cores not busy with other processes, at most PyTorch's default)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -229,9 +233,11 @@ def run_train(args) -> None:
     # under torchrun: join the process group first, so that one process
     # downloads and processes the dataset before the others read it
     context = DistributedContext.from_environment(config.device, args.backend)
-    dataset = context.in_turn(lambda: open_dataset(
-        config.dataset, config.root, transform=graph_transform(config), force_reload=args.force_reload
-    ))
+    dataset = context.in_turn(
+        lambda: open_dataset(
+            config.dataset, config.root, transform=graph_transform(config), force_reload=args.force_reload
+        )
+    )
     data = dataset[0]
     vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
     if context.is_main and not args.no_progress:
@@ -273,8 +279,14 @@ def run_predict(args) -> None:
 
     query_entity = args.head if args.head is not None else args.tail
     rows = predict(
-        args.checkpoint, query_entity, args.relation, predict_tails=args.head is not None,
-        top_k=args.top_k, filter_known=args.filter_known, root=args.root, device=args.device,
+        args.checkpoint,
+        query_entity,
+        args.relation,
+        predict_tails=args.head is not None,
+        top_k=args.top_k,
+        filter_known=args.filter_known,
+        root=args.root,
+        device=args.device,
         force_reload=args.force_reload,
     )
     wanted = "tail" if args.head is not None else "head"

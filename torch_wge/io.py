@@ -7,6 +7,7 @@ removes its temporary file; temporaries left by a killed process are
 removed with :func:`remove_stale_temporaries`. Errors are :class:`OSError`
 naming the destination file (e.g. ``No space left on device: 'run/last.pt'``).
 """
+
 import contextlib
 import io
 import json

@@ -1,4 +1,5 @@
 """The processed cache: keyed by the raw files' content, rebuilt when damaged."""
+
 import contextlib
 import os
 
@@ -12,11 +13,11 @@ from torch_wge.datasets import TriplesFolder
 
 @pytest.fixture
 def folder(tmp_path):
-    kg = tmp_path / 'kg'
+    kg = tmp_path / "kg"
     kg.mkdir()
-    (kg / 'train.txt').write_text('a\tr\tb\nb\tr\tc\nc\ts\ta\n')
-    (kg / 'valid.txt').write_text('a\ts\tc\n')
-    (kg / 'test.txt').write_text('b\ts\ta\n')
+    (kg / "train.txt").write_text("a\tr\tb\nb\tr\tc\nc\ts\ta\n")
+    (kg / "valid.txt").write_text("a\ts\tc\n")
+    (kg / "test.txt").write_text("b\ts\ta\n")
     return kg
 
 
@@ -27,21 +28,20 @@ def processed_files(dataset):
 def count_processing(monkeypatch):
     calls = []
     real = base.KnowledgeGraphDataset.process
-    monkeypatch.setattr(base.KnowledgeGraphDataset, 'process',
-                        lambda self: (calls.append(1), real(self)))
+    monkeypatch.setattr(base.KnowledgeGraphDataset, "process", lambda self: (calls.append(1), real(self)))
     return calls
 
 
 def test_edited_raw_file_is_processed_anew(folder, monkeypatch):
     calls = count_processing(monkeypatch)
     before = TriplesFolder(str(folder), log=False)
-    assert TriplesFolder(str(folder), log=False).entity_names == ['a', 'b', 'c']
+    assert TriplesFolder(str(folder), log=False).entity_names == ["a", "b", "c"]
     assert len(calls) == 1  # the second load reads the cache
-    with open(folder / 'train.txt', 'a') as f:
-        f.write('c\tr\td\n')
+    with open(folder / "train.txt", "a") as f:
+        f.write("c\tr\td\n")
     after = TriplesFolder(str(folder), log=False)
     assert len(calls) == 2
-    assert after.entity_names == ['a', 'b', 'c', 'd']
+    assert after.entity_names == ["a", "b", "c", "d"]
     assert int(after[0].train_mask.sum()) == 4
     assert processed_files(after) == sorted(after.processed_file_names)  # old copy gone
     assert before.processed_file_names != after.processed_file_names
@@ -49,25 +49,27 @@ def test_edited_raw_file_is_processed_anew(folder, monkeypatch):
 
 def test_added_label_file_is_processed_anew(folder):
     assert TriplesFolder(str(folder), log=False).entity_labels is None
-    (folder / 'entity_labels.txt').write_text('a\tAlpha\n')
-    assert TriplesFolder(str(folder), log=False).entity_labels[0] == 'Alpha'
+    (folder / "entity_labels.txt").write_text("a\tAlpha\n")
+    assert TriplesFolder(str(folder), log=False).entity_labels[0] == "Alpha"
 
 
-@pytest.mark.parametrize('damage', ['truncate data', 'truncate vocab',
-                                    'delete vocab', 'empty data'])
+@pytest.mark.parametrize("damage", ["truncate data", "truncate vocab", "delete vocab", "empty data"])
 def test_damaged_cache_is_rebuilt(folder, damage):
     first = TriplesFolder(str(folder), log=False)
     data_path, vocab_path = first.processed_paths
-    path = data_path if 'data' in damage else vocab_path
-    if damage.startswith('truncate'):
-        with open(path, 'r+b') as f:
+    path = data_path if "data" in damage else vocab_path
+    if damage.startswith("truncate"):
+        with open(path, "r+b") as f:
             f.truncate(os.path.getsize(path) // 2)
-    elif damage == 'delete vocab':
+    elif damage == "delete vocab":
         os.remove(path)
     else:
-        open(path, 'wb').close()
-    with pytest.warns(UserWarning, match='processing the raw files again') \
-            if damage != 'delete vocab' else contextlib.nullcontext():
+        open(path, "wb").close()
+    with (
+        pytest.warns(UserWarning, match="processing the raw files again")
+        if damage != "delete vocab"
+        else contextlib.nullcontext()
+    ):
         again = TriplesFolder(str(folder), log=False)
     assert again.entity_names == first.entity_names
     assert torch.equal(again[0].edge_index, first[0].edge_index)
@@ -75,8 +77,8 @@ def test_damaged_cache_is_rebuilt(folder, damage):
 
 def test_force_reload(folder, monkeypatch, capsys):
     calls = count_processing(monkeypatch)
-    assert main(['stats', '--dataset', str(folder)]) == 0
-    assert main(['stats', '--dataset', str(folder)]) == 0
+    assert main(["stats", "--dataset", str(folder)]) == 0
+    assert main(["stats", "--dataset", str(folder)]) == 0
     assert len(calls) == 1
-    assert main(['stats', '--dataset', str(folder), '--force-reload']) == 0
+    assert main(["stats", "--dataset", str(folder), "--force-reload"]) == 0
     assert len(calls) == 2

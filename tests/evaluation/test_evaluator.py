@@ -39,8 +39,9 @@ def brute_force(triples, known, num_relations, table, rank_type):
         at_least = sum(row[c] >= row[target] for c in range(len(row)) if c not in removed)
         optimistic, pessimistic = 1 + greater, at_least
         ranks.append(
-            {"optimistic": optimistic, "pessimistic": pessimistic,
-             "realistic": (optimistic + pessimistic) / 2}[rank_type]
+            {"optimistic": optimistic, "pessimistic": pessimistic, "realistic": (optimistic + pessimistic) / 2}[
+                rank_type
+            ]
         )
     return queries, filters, torch.tensor(ranks, dtype=torch.float32)
 
@@ -56,9 +57,7 @@ def test_query_order_and_filter_against_brute_force(seed):
     assert num_test > 0 and len(evaluator) == 2 * num_test
 
     for rank_type in RANK_TYPES:
-        queries, filters, expected = brute_force(
-            splits["test"], splits["all"], num_relations, table, rank_type
-        )
+        queries, filters, expected = brute_force(splits["test"], splits["all"], num_relations, table, rank_type)
         actual = evaluator.compute_ranks(lambda e, r: table[r, e], batch_size=5, rank_type=rank_type)
         assert torch.equal(actual, expected), rank_type
 
@@ -75,9 +74,7 @@ def test_query_order_and_filter_against_brute_force(seed):
     assert pairs == {(q, e) for q, removed in enumerate(filters) for e in removed}
     # Sub-range rows are counted from start.
     sub = evaluator.filter_index(3, 9)
-    assert set(map(tuple, sub.t().tolist())) == {
-        (q - 3, e) for q in range(3, 9) for e in filters[q]
-    }
+    assert set(map(tuple, sub.t().tolist())) == {(q - 3, e) for q in range(3, 9) for e in filters[q]}
 
 
 def test_filter_uses_valid_and_test_triples_and_never_the_target():

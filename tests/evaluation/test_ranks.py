@@ -51,9 +51,7 @@ def test_against_brute_force_with_ties(seed, rank_type):
     )
     # Make sure some filter pairs hit the targets (they must be ignored)
     # and some pairs are repeated.
-    filter_index = torch.cat(
-        [filter_index, torch.stack([torch.arange(5), targets[:5]]), filter_index[:, :10]], dim=1
-    )
+    filter_index = torch.cat([filter_index, torch.stack([torch.arange(5), targets[:5]]), filter_index[:, :10]], dim=1)
     expected = brute_force_ranks(scores, targets, filter_index, rank_type)
     actual = filtered_ranks(scores, targets, filter_index, rank_type=rank_type)
     assert torch.equal(actual, expected)
@@ -90,9 +88,7 @@ def test_constant_scores_get_middle_rank():
     scores = torch.full((num_rows, num_entities), 0.7)
     targets = torch.tensor([0, 3, 8, 5])
     # Three non-target entities filtered per row -> 6 candidates left.
-    filter_index = torch.tensor(
-        [[0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3], [1, 2, 3, 0, 1, 2, 0, 1, 2, 0, 1, 2]]
-    )
+    filter_index = torch.tensor([[0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3], [1, 2, 3, 0, 1, 2, 0, 1, 2, 0, 1, 2]])
     ranks = filtered_ranks(scores, targets, filter_index)
     assert ranks.tolist() == [(6 + 1) / 2] * num_rows
     assert filtered_ranks(scores, targets).tolist() == [(num_entities + 1) / 2] * num_rows

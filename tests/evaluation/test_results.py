@@ -58,7 +58,9 @@ def test_per_relation_against_numpy(random_results):
             assert results.metric(metric, row["side"], relation=row["relation"]) == pytest.approx(value)
         seen.add((row["relation"], row["side"]))
     expected = {
-        (r, s) for r in range(5) for s in SIDES
+        (r, s)
+        for r in range(5)
+        for s in SIDES
         if ((relation == r) & ({"both": True, "head": side == 1, "tail": side == 0}[s])).any()
     }
     assert seen == expected

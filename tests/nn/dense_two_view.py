@@ -1,5 +1,6 @@
 """Eqs. 4-7 of the WGE paper written out with dense float64 matrices: the
 reference for TwoViewConv and TwoViewEncoder."""
+
 import torch
 
 from torch_wge.utils.quaternion import hamilton_product

@@ -1,5 +1,6 @@
 """torch_wge.nn.kge: QuatE and WGE behind PyG's KGEModel interface, and the
 filtered evaluator on PyG kge models."""
+
 import pytest
 import torch
 import torch_geometric.transforms as T
@@ -32,8 +33,10 @@ def test_quate_score_is_hand_computed():
     head, rel, tail = torch.tensor([0, 3]), torch.tensor([1, 0]), torch.tensor([2, 1])
     scores = model(head, rel, tail)
     for b in range(2):
-        e_h, e_r, e_t = (w.view(4, 3) for w in (model.node_emb.weight[head[b]], model.rel_emb.weight[rel[b]],
-                                                   model.node_emb.weight[tail[b]]))
+        e_h, e_r, e_t = (
+            w.view(4, 3)
+            for w in (model.node_emb.weight[head[b]], model.rel_emb.weight[rel[b]], model.node_emb.weight[tail[b]])
+        )
         expected = 0.0
         for k in range(3):  # quaternion k: components in blocks r | i | j | k
             r = e_r[:, k] / e_r[:, k].norm()
@@ -94,8 +97,12 @@ def test_wgekge_forward_and_loss_are_wge(kg):
     # the loss: both directions of every triple as 1-N queries
     loss = model.loss(head, rel, tail)
     positives = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 3, 1, 0, 4, 9]])
-    expected = wge.loss(wge.encode(**wge.graph_inputs(kg)), torch.tensor([0, 4, 9, 3, 3, 1]),
-                        torch.tensor([0, 1, 2, 3, 4, 5]), positives)
+    expected = wge.loss(
+        wge.encode(**wge.graph_inputs(kg)),
+        torch.tensor([0, 4, 9, 3, 3, 1]),
+        torch.tensor([0, 1, 2, 3, 4, 5]),
+        positives,
+    )
     assert torch.allclose(loss, expected)
     assert model.node_emb is wge.entity_embedding
     mean_rank, mrr, hits = model.test(head, rel, tail, batch_size=25, log=False)
@@ -107,8 +114,10 @@ def brute_force_ranks(model, evaluator, known):
     R, N = evaluator.num_relations, evaluator.num_entities
     known = set(map(tuple, known.tolist()))
     ranks = []
-    for e, r, target in zip(evaluator.query_entity.tolist(), evaluator.query_relation.tolist(),
-                            evaluator.query_target.tolist()):
+    for e, r, target in zip(
+        evaluator.query_entity.tolist(), evaluator.query_relation.tolist(), evaluator.query_target.tolist()
+    ):
+
         def triple(n):
             return (e, r, n) if r < R else (n, r - R, e)
 

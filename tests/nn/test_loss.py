@@ -1,4 +1,5 @@
 """The fused 1-N objectives against dense float64 autograd references."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,7 +15,9 @@ POSITIVES = torch.tensor([[3, 0, 0, 1, 3, 4, 4], [0, 1, 5, 2, 4, 3, 3]])
 def reference_bce(queries, entities, positives, weights, eps):
     num_entities = entities.size(1)
     targets = torch.zeros(queries.size(1), num_entities, dtype=torch.float64)
-    targets.index_put_((positives[0], positives[1]), torch.ones(positives.size(1), dtype=torch.float64), accumulate=True)
+    targets.index_put_(
+        (positives[0], positives[1]), torch.ones(positives.size(1), dtype=torch.float64), accumulate=True
+    )
     targets = (1 - eps) * targets + 1.0 / num_entities
     return sum(
         w * F.binary_cross_entropy_with_logits(queries[k] @ entities[k].t(), targets) for k, w in enumerate(weights)
@@ -25,9 +28,7 @@ def reference_softmax(queries, entities, positives, weights, eps):
     total = 0.0
     for k, w in enumerate(weights):
         log_probs = torch.log_softmax(queries[k] @ entities[k].t(), dim=-1)
-        per_pair = [
-            -(1 - eps) * log_probs[b, t] - eps * log_probs[b].mean() for b, t in positives.t().tolist()
-        ]
+        per_pair = [-(1 - eps) * log_probs[b, t] - eps * log_probs[b].mean() for b, t in positives.t().tolist()]
         total = total + w * sum(per_pair) / len(per_pair)
     return total
 
@@ -73,5 +74,6 @@ def test_softmax_without_smoothing_is_cross_entropy_per_triple():
 
 def test_unknown_objective():
     with pytest.raises(ValueError, match="objective must be one of"):
-        one_to_n_loss(torch.zeros(1, 1, 4), torch.zeros(1, 2, 4), torch.zeros(2, 0, dtype=torch.long),
-                      torch.ones(1), "margin")
+        one_to_n_loss(
+            torch.zeros(1, 1, 4), torch.zeros(1, 2, 4), torch.zeros(2, 0, dtype=torch.long), torch.ones(1), "margin"
+        )

@@ -37,7 +37,7 @@ def test_score_all_matches_forward():
     assert scores.shape == (5, 7)
     for i in range(5):
         for j in range(7):
-            assert torch.allclose(scores[i, j], decoder(h[i:i + 1], r[i:i + 1], x[j:j + 1])[0])
+            assert torch.allclose(scores[i, j], decoder(h[i : i + 1], r[i : i + 1], x[j : j + 1])[0])
 
 
 def test_invariant_to_scaling_each_relation_quaternion():

@@ -52,7 +52,9 @@ def test_matches_dense_float64(seed, weighted):
     expected = dense_reference(conv, x, edge_index, edge_weight)
     assert torch.allclose(out.double(), expected, atol=1e-5)
     # the isolated node only sees itself: x_7 ⊗ W + b
-    assert torch.allclose(out[7].double(), (x[7].double() @ quaternion_matrix(conv.weight.double())) + conv.bias.double(), atol=1e-5)
+    assert torch.allclose(
+        out[7].double(), (x[7].double() @ quaternion_matrix(conv.weight.double())) + conv.bias.double(), atol=1e-5
+    )
 
 
 def test_existing_self_loops_kept_and_no_self_loops_option():

@@ -1,15 +1,15 @@
 """torch.jit.script of the layer and the decoder, torch.compile of WGE with its
 default (CSR) graph inputs: each compared with the eager module."""
+
 import copy
 
 import pytest
 import torch
 import torch_geometric.transforms as T
 
-from torch_wge.nn import WGE, QuaternionGCNConv, QuatEDecoder
+from torch_wge.nn import WGE, QuatEDecoder, QuaternionGCNConv
 from torch_wge.testing import random_kg
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
-
 
 # torch 2.13 marks torch.jit.script deprecated; PyG's own convs still support it
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script.*` is deprecated:DeprecationWarning")
@@ -69,4 +69,6 @@ def test_compile_wge_inference_and_training_match_eager(data):
 
     compiled = torch.compile(model.eval(), backend="aot_eager")
     with torch.no_grad():
-        assert torch.allclose(compiled(heads, relations, **inputs), eager.eval()(heads, relations, **inputs), atol=1e-12)
+        assert torch.allclose(
+            compiled(heads, relations, **inputs), eager.eval()(heads, relations, **inputs), atol=1e-12
+        )

@@ -71,7 +71,10 @@ def test_new_state_dict_round_trip():
 
 def test_errors_and_repr():
     ef, rf = tiny_kg_views()
-    assert TwoViewEncoder(6, num_layers=1, conv="gcn")(torch.randn(5, 6), torch.randn(4, 6), ef, rf)[1][0].shape == (5, 6)
+    assert TwoViewEncoder(6, num_layers=1, conv="gcn")(torch.randn(5, 6), torch.randn(4, 6), ef, rf)[1][0].shape == (
+        5,
+        6,
+    )
     with pytest.raises(ValueError, match="multiple of 4"):
         TwoViewEncoder(6, num_layers=1)
     with pytest.raises(ValueError, match="num_layers >= 1"):

@@ -100,18 +100,22 @@ def test_n3_term_is_the_sum_of_cubed_quaternion_moduli(data):
     regularised.load_state_dict(plain.state_dict())
     heads, relations = torch.tensor([0, 1, 2]), torch.tensor([0, 3, 1])
     positives = torch.tensor([[0, 0, 2], [4, 9, 1]])
-    difference = regularised.loss(regularised.encode(**regularised.graph_inputs(data)), heads, relations, positives) \
-        - plain.loss(plain.encode(**plain.graph_inputs(data)), heads, relations, positives)
+    difference = regularised.loss(
+        regularised.encode(**regularised.graph_inputs(data)), heads, relations, positives
+    ) - plain.loss(plain.encode(**plain.graph_inputs(data)), heads, relations, positives)
 
     def cubed_moduli(vector):  # quaternion q has parts vector[q], vector[n + q], vector[2n + q], vector[3n + q]
         n = vector.numel() // 4
         return sum(float(sum(vector[part * n + q] ** 2 for part in range(4))) ** 1.5 for q in range(n))
 
     x, rel = plain.entity_embedding.weight.detach(), plain.relation_embedding.weight.detach()
-    expected = sum(
-        cubed_moduli(x[heads[b]]) + cubed_moduli(rel[relations[b]]) + cubed_moduli(x[t])
-        for b, t in positives.t().tolist()
-    ) / 3
+    expected = (
+        sum(
+            cubed_moduli(x[heads[b]]) + cubed_moduli(rel[relations[b]]) + cubed_moduli(x[t])
+            for b, t in positives.t().tolist()
+        )
+        / 3
+    )
     assert abs(float(difference) - 0.25 * expected) < 1e-9
 
 
@@ -127,10 +131,12 @@ def test_relation_prediction_loss_is_softmax_over_all_relations_of_the_quate_sco
         x, rel = encoded.entities[k].detach(), encoded.relations[k].detach()
         per_triple = []
         for b, t in positives.t().tolist():
-            scores = torch.stack([  # (h ⊗ r̂) • t for every relation, written with the product on the left
-                (hamilton_product(x[heads[b]], normalize_quaternion(rel[r])) * x[t]).sum()
-                for r in range(rel.size(0))
-            ])
+            scores = torch.stack(
+                [  # (h ⊗ r̂) • t for every relation, written with the product on the left
+                    (hamilton_product(x[heads[b]], normalize_quaternion(rel[r])) * x[t]).sum()
+                    for r in range(rel.size(0))
+                ]
+            )
             per_triple.append(-torch.log_softmax(scores, dim=0)[relations[b]])
         expected += weight * torch.stack(per_triple).mean()
     assert torch.allclose(loss, expected, atol=1e-10)

@@ -1,4 +1,5 @@
 """A short real training run: CoDEx-S from ../shared/datasets, placed by hand (no network)."""
+
 import shutil
 
 import pytest

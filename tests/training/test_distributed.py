@@ -4,6 +4,7 @@ The processes are started with torch.multiprocessing and find each other through
 torchrun environment variables, so the Trainer's own detection is what is tested. Each uses
 one thread.
 """
+
 import json
 import os
 import socket
@@ -17,10 +18,10 @@ import torch.multiprocessing as mp
 import torch_geometric.transforms as T
 
 from torch_wge.evaluation import LinkPredictionEvaluator
-from torch_wge.testing import random_kg
-from torch_wge.training import TrainConfig, Trainer, load_checkpoint, split_triples
 from torch_wge.evaluation.sharding import chunk_shard_bounds
 from torch_wge.nn.norm import SyncedBatchNorm1d
+from torch_wge.testing import random_kg
+from torch_wge.training import TrainConfig, Trainer, load_checkpoint, split_triples
 from torch_wge.training.distributed import BatchLoss, DistributedContext, shard_bounds, wrap_data_parallel
 from torch_wge.training.inference import evaluate_model
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
@@ -37,8 +38,18 @@ def make_data():
 
 def make_config(**kwargs):
     # 280 training queries: global batches of 101, 101 and 78, split 50 / 51, 50 / 51 and 39 / 39
-    defaults = dict(dataset="random", epochs=1, channels=16, batch_size=101, lr=0.01, eval_every=1,
-                    eval_batch_size=64, seed=3, dropout=0.0, device="cpu")
+    defaults = dict(
+        dataset="random",
+        epochs=1,
+        channels=16,
+        batch_size=101,
+        lr=0.01,
+        eval_every=1,
+        eval_batch_size=64,
+        seed=3,
+        dropout=0.0,
+        device="cpu",
+    )
     return TrainConfig(**{**defaults, **kwargs})
 
 
@@ -50,16 +61,18 @@ def _free_port() -> int:
 
 
 def _entry(rank, world_size, port, job):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size),
-                      RANK=str(rank), LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size), RANK=str(rank), LOCAL_RANK=str(rank)
+    )
     torch.set_num_threads(1)
     job(rank)
 
 
 def run_processes(job, world_size=WORLD_SIZE, timeout=120.0):
     """Runs ``job(rank)`` in ``world_size`` fresh processes; fails (and kills them) past ``timeout``."""
-    context = mp.start_processes(_entry, args=(world_size, _free_port(), job), nprocs=world_size,
-                                 join=False, start_method=START_METHOD)
+    context = mp.start_processes(
+        _entry, args=(world_size, _free_port(), job), nprocs=world_size, join=False, start_method=START_METHOD
+    )
     deadline = time.monotonic() + timeout
     try:
         while not context.join(timeout=0.5):
@@ -102,8 +115,9 @@ def _sharded_evaluation_job(rank, out, checkpoint):
     metrics = {}
     for split, evaluator in trainer.evaluators.items():
         for batch_size in (7, 64, 1000):  # 1000: one chunk, rank 1 ranks nothing
-            results = evaluate_model(trainer.model, trainer.graph_inputs, evaluator, batch_size,
-                                     distributed=trainer.dist)
+            results = evaluate_model(
+                trainer.model, trainer.graph_inputs, evaluator, batch_size, distributed=trainer.dist
+            )
             metrics[f"{split}/{batch_size}"] = results.to_flat_dict()
     Path(out, f"metrics-rank{rank}.json").write_text(json.dumps(metrics))
 
@@ -179,16 +193,24 @@ def test_one_epoch_on_two_processes_matches_one_process(one_epoch):
     scores = [_train_mode_scores(state["model"], data) for state in (single, double)]
     assert torch.allclose(scores[1], scores[0], rtol=1e-4, atol=1e-5), (scores[1] - scores[0]).abs().max()
     # the logged loss is that of the global batches
-    logs = [[json.loads(line) for line in (one_epoch / run / "log.jsonl").read_text().splitlines()]
-            for run in ("single", "two")]
+    logs = [
+        [json.loads(line) for line in (one_epoch / run / "log.jsonl").read_text().splitlines()]
+        for run in ("single", "two")
+    ]
     assert logs[1][0]["loss"] == pytest.approx(logs[0][0]["loss"], rel=1e-5)
     # the other rank holds the same model as rank 0
     models = [torch.load(one_epoch / "two" / f"model-rank{r}.pt") for r in range(2)]
     for name, value in models[0].items():
         assert torch.equal(models[1][name], value), name
     # only rank 0 wrote the run folder
-    assert sorted(p.name for p in (one_epoch / "two").iterdir() if not p.name.startswith(("model-", "result-"))) \
-        == [".lock", "best.pt", "config.json", "last.pt", "log.jsonl", "results.json"]
+    assert sorted(p.name for p in (one_epoch / "two").iterdir() if not p.name.startswith(("model-", "result-"))) == [
+        ".lock",
+        "best.pt",
+        "config.json",
+        "last.pt",
+        "log.jsonl",
+        "results.json",
+    ]
     assert sum(1 for r in logs[1] if r["event"] == "final") == 1
 
 
@@ -237,8 +259,11 @@ def test_killed_distributed_run_resumes_from_rank_0_checkpoint(tmp_path):
     assert resumed["best"] == full["best"]
     results = [json.loads((tmp_path / run / "result-rank0.json").read_text()) for run in ("full", "killed")]
     assert results[0]["test"] == results[1]["test"]
-    epochs = [r["epoch"] for r in map(json.loads, (tmp_path / "killed" / "log.jsonl").read_text().splitlines())
-              if r["event"] == "epoch"]
+    epochs = [
+        r["epoch"]
+        for r in map(json.loads, (tmp_path / "killed" / "log.jsonl").read_text().splitlines())
+        if r["event"] == "epoch"
+    ]
     assert epochs == [1, 2, 3]
 
 

@@ -1,5 +1,6 @@
 """A checkpoint of a run on a graph passed from Python (here PyG's
 RelLinkPredDataset layout) is evaluated and queried with that graph."""
+
 import json
 import sys
 from pathlib import Path

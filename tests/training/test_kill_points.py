@@ -6,6 +6,7 @@ of a write (the file cut short), after a complete write before its rename, or
 after a rename before the folder is synced. The parent then resumes the run
 and compares every file with an uninterrupted run.
 """
+
 import json
 import os
 import shutil

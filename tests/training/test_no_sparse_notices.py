@@ -1,5 +1,6 @@
 """A normal train, evaluate and predict run prints none of torch's sparse CSR
 notices (they are one-time warnings per process, so a fresh process is used)."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +24,21 @@ def test_train_evaluate_predict_print_no_sparse_notices(tmp_path):
         r = kg.edge_type[kg[f"{mask}_mask"]].tolist()
         (tmp_path / f"{name}.txt").write_text("".join(f"e{a}\tr{b}\te{c}\n" for a, b, c in zip(h, r, t)))
     run = subprocess.run(
-        [sys.executable, "-W", "error:Sparse CSR tensor support", "-W", "error:Sparse invariant checks",
-         "-c", SCRIPT, str(tmp_path), str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2],
+        [
+            sys.executable,
+            "-W",
+            "error:Sparse CSR tensor support",
+            "-W",
+            "error:Sparse invariant checks",
+            "-c",
+            SCRIPT,
+            str(tmp_path),
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Sparse" not in run.stderr

@@ -1,4 +1,5 @@
 """Training recipes, the learning-rate schedule and the time limit."""
+
 import json
 import math
 
@@ -81,6 +82,7 @@ def test_time_limit_stops_validates_and_evaluates_and_the_run_resumes(data, tmp_
     assert result["epochs_trained"] == stopped and result["best_epoch"] == stopped
     assert result["test"]["metrics"]["both"]["mrr"] > 0
 
-    resumed = Trainer(small(recipe="paper", lr=0.01, epochs=stopped + 2, eval_every=100), data, tmp_path,
-                      progress=False).fit(resume=True)
+    resumed = Trainer(
+        small(recipe="paper", lr=0.01, epochs=stopped + 2, eval_every=100), data, tmp_path, progress=False
+    ).fit(resume=True)
     assert resumed["epochs_trained"] == stopped + 2

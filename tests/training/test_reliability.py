@@ -1,4 +1,5 @@
 """Checkpoint safety, the run-folder lock, resumed settings and diverging runs."""
+
 import errno
 import json
 import os
@@ -28,13 +29,15 @@ def _single_thread(one_torch_thread):
 
 
 def config(**kwargs):
-    return TrainConfig(**{**dict(dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2,
-                                 seed=3), **kwargs})
+    return TrainConfig(
+        **{**dict(dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2, seed=3), **kwargs}
+    )
 
 
 def epochs_logged(folder):
-    return [r["epoch"] for r in map(json.loads, (folder / "log.jsonl").read_text().splitlines())
-            if r["event"] == "epoch"]
+    return [
+        r["epoch"] for r in map(json.loads, (folder / "log.jsonl").read_text().splitlines()) if r["event"] == "epoch"
+    ]
 
 
 class MakesAFile:
@@ -119,7 +122,14 @@ def test_stale_temporaries_are_removed_on_the_next_start(data, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     Trainer(config(epochs=3), data, tmp_path, progress=False).fit(resume=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".lock", "best.pt", "config.json", "last.pt", "log.jsonl", "notes.txt", "results.json"]
+        ".lock",
+        "best.pt",
+        "config.json",
+        "last.pt",
+        "log.jsonl",
+        "notes.txt",
+        "results.json",
+    ]
 
 
 def test_best_pt_of_another_epoch_is_refused(data, tmp_path):

@@ -7,6 +7,7 @@ import torch_geometric.transforms as T
 from torch_wge.testing import random_kg
 from torch_wge.training import CheckpointError, TrainConfig, Trainer, load_checkpoint, save_checkpoint
 from torch_wge.training import trainer as trainer_module
+from torch_wge.training.checkpoint import upgrade_optimizer_state
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 
@@ -48,8 +49,11 @@ def test_kill_and_resume_reaches_the_uninterrupted_state(data, tmp_path, monkeyp
         assert torch.allclose(final["model"][name].float(), value.float(), atol=1e-6), name
     assert final["best"] == reference["best"]
     assert result["best_epoch"] == reference["best"]["epoch"]
-    epochs = [r["epoch"] for r in map(json.loads, (tmp_path / "killed" / "log.jsonl").read_text().splitlines())
-              if r["event"] == "epoch"]
+    epochs = [
+        r["epoch"]
+        for r in map(json.loads, (tmp_path / "killed" / "log.jsonl").read_text().splitlines())
+        if r["event"] == "epoch"
+    ]
     assert epochs == [1, 2, 3, 4, 5, 6]  # no epoch logged twice
 
 
@@ -120,3 +124,40 @@ def test_resuming_at_the_last_epoch_only_evaluates_the_best_checkpoint(data, tmp
     assert json.loads((tmp_path / "results.json").read_text())["best_epoch"] == best["epoch"]
     finals = [r for r in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines()) if r["event"] == "final"]
     assert len(finals) == 1  # the first run's final record was replaced, not repeated
+
+
+def test_adam_state_of_a_checkpoint_from_the_view_by_view_encoder_resumes(data):
+    """Before TwoViewConv the encoder registered its parameters view by view
+    (ef_convs.0, ef_convs.1, ef_norms.0, ..., rf_convs.0, ...); a last.pt of
+    that time holds Adam's state in that order and must resume."""
+    trainer = Trainer(config(num_layers=2), data, "unused", progress=False)
+    model, optimizer = trainer.model, trainer.optimizer
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    optimizer.step()
+    now = dict(model.named_parameters())
+    adam_now = {name: optimizer.state[p] for name, p in now.items()}
+
+    # the same parameters and Adam state as the old encoder wrote them (written out by hand)
+    def old(name):
+        _, _, k, module, rest = name.split(".", 4)  # encoder.convs.{k}.{view}_{module}.{rest}
+        return f"encoder.{module}s.{k}.{rest}"
+
+    encoder = [n for n in now if n.startswith("encoder.")]
+    order = {
+        f"{view}_{module}": i
+        for i, (view, module) in enumerate([("ef", "conv"), ("ef", "norm"), ("rf", "conv"), ("rf", "norm")])
+    }
+    encoder_then = sorted(encoder, key=lambda n: (order[n.split(".")[3]], int(n.split(".")[2])))
+    names_then = [n for n in now if n.startswith("entity") or n.startswith("relation")] + encoder_then
+    names_then += [n for n in now if n.startswith("decoders.")]
+    model_then = {(old(n) if n.startswith("encoder.") else n): now[n].detach() for n in names_then}
+    optimizer_then = {
+        "state": {i: adam_now[n] for i, n in enumerate(names_then)},
+        "param_groups": optimizer.state_dict()["param_groups"],
+    }
+    assert list(model_then)[2].startswith("encoder.ef_convs.0") and list(model_then)[-1].startswith("decoders.")
+
+    upgraded = upgrade_optimizer_state(model_then, optimizer_then, model)
+    for position, name in enumerate(now):
+        assert upgraded["state"][position] is adam_now[name], name

@@ -11,12 +11,12 @@ Training triples (h, r, t):
     T4 (2, r2, 4)
 Validation: (5, r0, 2); test: (3, r1, 5) -- entity 5 only occurs there.
 """
+
 import torch
 from torch_geometric.data import Data
 
 N, R = 6, 3
-TRAIN = [(0, 0, 1), (3, 0, 1), (1, 1, 2), (2, 2, 4), (1, 1, 4), (4, 2, 4),
-         (0, 2, 1)]
+TRAIN = [(0, 0, 1), (3, 0, 1), (1, 1, 2), (2, 2, 4), (1, 1, 4), (4, 2, 4), (0, 2, 1)]
 VALID = [(5, 0, 2)]
 TEST = [(3, 1, 5)]
 
@@ -45,8 +45,8 @@ def assert_simple_undirected(edge_index: torch.Tensor, num_nodes: int) -> None:
     assert edge_index.dtype == torch.long and edge_index.dim() == 2
     assert edge_index.size(0) == 2
     edges = list(map(tuple, edge_index.t().tolist()))
-    assert len(edges) == len(set(edges)), 'duplicate edges'
-    assert all(u != v for u, v in edges), 'self loops'
-    assert set(edges) == {(v, u) for u, v in edges}, 'not symmetric'
+    assert len(edges) == len(set(edges)), "duplicate edges"
+    assert all(u != v for u, v in edges), "self loops"
+    assert set(edges) == {(v, u) for u, v in edges}, "not symmetric"
     if edges:
         assert 0 <= int(edge_index.min()) and int(edge_index.max()) < num_nodes

@@ -7,7 +7,7 @@ from torch_wge.transforms import EntityFocusedTransform
 
 
 def test_repr():
-    assert str(EntityFocusedTransform()) == 'EntityFocusedTransform()'
+    assert str(EntityFocusedTransform()) == "EntityFocusedTransform()"
 
 
 def test_hand_kg():
@@ -44,8 +44,7 @@ def test_without_train_mask_is_refused():
 
 def test_brute_force_random():
     for seed in range(5):
-        data = random_kg(num_entities=15, num_relations=3, num_triples=60,
-                         seed=seed)
+        data = random_kg(num_entities=15, num_relations=3, num_triples=60, seed=seed)
         h, t = data.edge_index[:, data.train_mask].tolist()
         expected = {(min(a, b), max(a, b)) for a, b in zip(h, t) if a != b}
         out = EntityFocusedTransform()(data)

@@ -5,7 +5,7 @@ from torch_wge.transforms import LeviGraphTransform
 
 
 def test_repr():
-    assert str(LeviGraphTransform()) == 'LeviGraphTransform()'
+    assert str(LeviGraphTransform()) == "LeviGraphTransform()"
 
 
 def test_hand_kg():
@@ -20,27 +20,42 @@ def test_hand_kg():
     #   T7 (0, r2, 1): {0,8} {1,8} {1,11} {0,11}
     data = LeviGraphTransform()(hand_kg())
     assert data.levi_num_nodes == 12
-    assert pairs(data.levi_edge_index) == sorted([
-        (0, 6), (1, 6), (1, 9), (0, 9), (3, 6), (3, 9),
-        (1, 7), (2, 7), (2, 10), (1, 10),
-        (2, 8), (4, 8), (4, 11), (2, 11),
-        (4, 7), (4, 10),
-        (0, 8), (1, 8), (1, 11), (0, 11),
-    ])
+    assert pairs(data.levi_edge_index) == sorted(
+        [
+            (0, 6),
+            (1, 6),
+            (1, 9),
+            (0, 9),
+            (3, 6),
+            (3, 9),
+            (1, 7),
+            (2, 7),
+            (2, 10),
+            (1, 10),
+            (2, 8),
+            (4, 8),
+            (4, 11),
+            (2, 11),
+            (4, 7),
+            (4, 10),
+            (0, 8),
+            (1, 8),
+            (1, 11),
+            (0, 11),
+        ]
+    )
     assert_simple_undirected(data.levi_edge_index, 12)
 
 
 def test_brute_force_random():
     for seed in range(5):
-        data = random_kg(num_entities=12, num_relations=4, num_triples=50,
-                         seed=seed)
+        data = random_kg(num_entities=12, num_relations=4, num_triples=50, seed=seed)
         N, R = data.num_nodes, data.num_relations
         h, t = data.edge_index[:, data.train_mask].tolist()
         r = data.edge_type[data.train_mask].tolist()
         expected = set()
         for a, rel, b in zip(h, r, t):
-            for u, v in [(a, N + rel), (N + rel, b), (b, N + R + rel),
-                         (N + R + rel, a)]:
+            for u, v in [(a, N + rel), (N + rel, b), (b, N + R + rel), (N + R + rel, a)]:
                 expected.add((min(u, v), max(u, v)))
         out = LeviGraphTransform()(data)
         assert pairs(out.levi_edge_index) == sorted(expected)

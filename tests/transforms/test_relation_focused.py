@@ -10,9 +10,9 @@ from torch_wge.transforms import (
     EntityFocusedTransform,
     LeviGraphTransform,
     RelationFocusedTransform,
+    relation_focused,
     relation_focused_constraints,
 )
-from torch_wge.transforms import relation_focused
 from torch_wge.transforms.relation_focused import num_top_pairs
 
 # Hand derivation on the KG of hand_kg.py (N = 6, R = 3; relation r is node
@@ -36,14 +36,33 @@ from torch_wge.transforms.relation_focused import num_top_pairs
 # 14 distinct constraints over 12 pairs; (r1, r2) and (r5, r4) occur at e2
 # and e4 (count 2), the other ten pairs once.
 CONSTRAINTS = [  # sorted by (e_p, r_s, r_o)
-    (3, 0, 2), (5, 0, 0),
-    (0, 1, 1), (0, 1, 5), (2, 1, 1), (2, 1, 3), (4, 1, 3), (4, 1, 5),
-    (1, 2, 2), (5, 2, 4),
-    (1, 4, 2), (1, 4, 5), (2, 4, 4), (5, 4, 4),
+    (3, 0, 2),
+    (5, 0, 0),
+    (0, 1, 1),
+    (0, 1, 5),
+    (2, 1, 1),
+    (2, 1, 3),
+    (4, 1, 3),
+    (4, 1, 5),
+    (1, 2, 2),
+    (5, 2, 4),
+    (1, 4, 2),
+    (1, 4, 5),
+    (2, 4, 4),
+    (5, 4, 4),
 ]
 RANKED_PAIRS = [  # count 2, then count 1; ties by (r_s, r_o)
-    (1, 2), (5, 4),
-    (0, 1), (0, 5), (1, 5), (2, 1), (2, 3), (2, 4), (3, 2), (4, 3), (4, 5),
+    (1, 2),
+    (5, 4),
+    (0, 1),
+    (0, 5),
+    (1, 5),
+    (2, 1),
+    (2, 3),
+    (2, 4),
+    (3, 2),
+    (4, 3),
+    (4, 5),
     (5, 0),
 ]
 RANKED_COUNTS = [2, 2] + [1] * 10
@@ -68,10 +87,26 @@ TOP2_RR = [(7, 8), (10, 11)]
 #       {1,6} {1,10} {1,8} and {1,7} {1,11} {1,9} are used
 #   e2: {7,2} {2,8} {11,2} {2,10};  e4: {8,4} {4,10} {7,4} {4,11}
 # i.e. the Levi graph minus the edges of e3, which has no constraint.
-ALL_RE = [(0, 6), (0, 8), (0, 9), (0, 11),
-          (1, 6), (1, 7), (1, 8), (1, 9), (1, 10), (1, 11),
-          (2, 7), (2, 8), (2, 10), (2, 11),
-          (4, 7), (4, 8), (4, 10), (4, 11)]
+ALL_RE = [
+    (0, 6),
+    (0, 8),
+    (0, 9),
+    (0, 11),
+    (1, 6),
+    (1, 7),
+    (1, 8),
+    (1, 9),
+    (1, 10),
+    (1, 11),
+    (2, 7),
+    (2, 8),
+    (2, 10),
+    (2, 11),
+    (4, 7),
+    (4, 8),
+    (4, 10),
+    (4, 11),
+]
 # r-r edges of the 12 pairs, unordered: (r3,r2)~(r2,r3) -> {8,9};
 # (r5,r0)~(r0,r5) -> {6,11}; (r0,r1) -> {6,7}; (r4,r3) -> {9,10};
 # (r4,r5)~(r5,r4) -> {10,11}; (r2,r1)~(r1,r2) -> {7,8}; (r2,r4) -> {8,10};
@@ -88,30 +123,28 @@ def rf(beta, **kwargs):
 
 def test_repr():
     assert str(RelationFocusedTransform()) == (
-        'RelationFocusedTransform(beta=0.2, predicate_entities=True, '
-        'relation_edges=True)')
+        "RelationFocusedTransform(beta=0.2, predicate_entities=True, relation_edges=True)"
+    )
     assert str(RelationFocusedTransform(0.5, predicate_entities=False)) == (
-        'RelationFocusedTransform(beta=0.5, predicate_entities=False, '
-        'relation_edges=True)')
+        "RelationFocusedTransform(beta=0.5, predicate_entities=False, relation_edges=True)"
+    )
     assert str(RelationFocusedTransform(1, relation_edges=False)) == (
-        'RelationFocusedTransform(beta=1.0, predicate_entities=True, '
-        'relation_edges=False)')
-    assert str(RelationFocusedTransform(0.2)) != str(
-        RelationFocusedTransform(0.3))
+        "RelationFocusedTransform(beta=1.0, predicate_entities=True, relation_edges=False)"
+    )
+    assert str(RelationFocusedTransform(0.2)) != str(RelationFocusedTransform(0.3))
 
 
-@pytest.mark.parametrize('beta', [-0.1, 1.5, float('nan')])
+@pytest.mark.parametrize("beta", [-0.1, 1.5, float("nan")])
 def test_bad_beta(beta):
-    with pytest.raises(ValueError, match='beta'):
+    with pytest.raises(ValueError, match="beta"):
         RelationFocusedTransform(beta=beta)
-    with pytest.raises(ValueError, match='beta'):
+    with pytest.raises(ValueError, match="beta"):
         relation_focused_constraints(hand_kg(), beta=beta)
 
 
 def test_no_edges_at_all_is_rejected():
-    with pytest.raises(ValueError, match='RelationFocusedTransform'):
-        RelationFocusedTransform(predicate_entities=False,
-                                 relation_edges=False)
+    with pytest.raises(ValueError, match="RelationFocusedTransform"):
+        RelationFocusedTransform(predicate_entities=False, relation_edges=False)
 
 
 def test_hand_constraints():
@@ -122,19 +155,21 @@ def test_hand_constraints():
     assert out.num_constraints == 14 and out.num_pairs == 12
     assert out.cutoff == 2 and out.num_kept_pairs == 2
     assert out.num_kept_constraints == 4
-    kept = {tuple(c) for c, k in zip(out.constraints.tolist(),
-                                     out.constraint_kept.tolist()) if k}
+    kept = {tuple(c) for c, k in zip(out.constraints.tolist(), out.constraint_kept.tolist()) if k}
     assert kept == {(1, 2, 2), (1, 4, 2), (5, 2, 4), (5, 4, 4)}
 
 
-@pytest.mark.parametrize('beta,k,cutoff,kept_pairs,kept_constraints', [
-    (0.0, 0, None, 0, 0),
-    (0.05, 1, 2, 2, 4),
-    (0.1, 2, 2, 2, 4),
-    (1 / 6, 2, 2, 2, 4),
-    (0.2, 3, 1, 12, 14),
-    (1.0, 12, 1, 12, 14),
-])
+@pytest.mark.parametrize(
+    "beta,k,cutoff,kept_pairs,kept_constraints",
+    [
+        (0.0, 0, None, 0, 0),
+        (0.05, 1, 2, 2, 4),
+        (0.1, 2, 2, 2, 4),
+        (1 / 6, 2, 2, 2, 4),
+        (0.2, 3, 1, 12, 14),
+        (1.0, 12, 1, 12, 14),
+    ],
+)
 def test_hand_selection(beta, k, cutoff, kept_pairs, kept_constraints):
     assert num_top_pairs(beta, 12) == k
     out = relation_focused_constraints(hand_kg(), beta=beta)
@@ -176,6 +211,7 @@ def test_num_top_pairs_rule():
 
 # Brute force --------------------------------------------------------------
 
+
 def brute_force(data, beta, predicate_entities=True, relation_edges=True):
     """Python sets and loops, straight from the definition."""
     N, R = data.num_nodes, data.num_relations
@@ -183,8 +219,8 @@ def brute_force(data, beta, predicate_entities=True, relation_edges=True):
     r = data.edge_type[data.train_mask].tolist()
     triples = set(zip(h, r, t)) | {(b, rel + R, a) for a, rel, b in zip(h, r, t)}
     constraints = set()
-    for (a, rs, e) in triples:
-        for (e2, ro, b) in triples:
+    for a, rs, e in triples:
+        for e2, ro, b in triples:
             if e2 == e and rs % R != ro % R:
                 constraints.add((rs, e, ro))
     count = Counter((rs, ro) for rs, _, ro in constraints)
@@ -206,39 +242,32 @@ def brute_force(data, beta, predicate_entities=True, relation_edges=True):
     return constraints, count, kept_pairs, sorted(edges)
 
 
-@pytest.mark.parametrize('seed', [0, 1, 2, 3, 4, 5])
-@pytest.mark.parametrize('dense', [True, False])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("dense", [True, False])
 def test_brute_force_random(seed, dense, monkeypatch):
     # Both ways of counting pairs: a dense (2R)^2 table and sparse merging
     # over chunks (forced here with tiny chunks).
     if not dense:
-        monkeypatch.setattr(relation_focused, 'DENSE_PAIR_TABLE', 0)
-        monkeypatch.setattr(relation_focused, 'MAX_CHUNK_PRODUCTS', 60)
-    data = random_kg(num_entities=10 + seed, num_relations=2 + seed % 3,
-                     num_triples=40 + 10 * seed, seed=seed)
+        monkeypatch.setattr(relation_focused, "DENSE_PAIR_TABLE", 0)
+        monkeypatch.setattr(relation_focused, "MAX_CHUNK_PRODUCTS", 60)
+    data = random_kg(num_entities=10 + seed, num_relations=2 + seed % 3, num_triples=40 + 10 * seed, seed=seed)
     for beta in [0.0, 0.1, 0.25, 0.5, 0.8, 1.0]:
         constraints, count, kept_pairs, edges = brute_force(data, beta)
         out = relation_focused_constraints(data, beta=beta)
         assert {tuple(c) for c in out.constraints.tolist()} == constraints
         assert out.num_constraints == len(constraints)
-        assert dict(zip(map(tuple, out.pairs.tolist()),
-                        out.pair_count.tolist())) == dict(count)
-        assert {tuple(p) for p, k in zip(out.pairs.tolist(),
-                                         out.pair_kept.tolist()) if k} \
-            == kept_pairs
-        kept = {tuple(c) for c, k in zip(out.constraints.tolist(),
-                                         out.constraint_kept.tolist()) if k}
+        assert dict(zip(map(tuple, out.pairs.tolist()), out.pair_count.tolist())) == dict(count)
+        assert {tuple(p) for p, k in zip(out.pairs.tolist(), out.pair_kept.tolist()) if k} == kept_pairs
+        kept = {tuple(c) for c, k in zip(out.constraints.tolist(), out.constraint_kept.tolist()) if k}
         assert kept == {c for c in constraints if (c[0], c[2]) in kept_pairs}
         assert out.num_kept_constraints == len(kept)
         assert rf_pairs(data, beta) == edges
         for pe, re in [(True, False), (False, True)]:
-            assert rf_pairs(data, beta, pe, re) == brute_force(
-                data, beta, pe, re)[3]
+            assert rf_pairs(data, beta, pe, re) == brute_force(data, beta, pe, re)[3]
 
 
 def rf_pairs(data, beta, predicate_entities=True, relation_edges=True):
-    out = RelationFocusedTransform(beta, predicate_entities,
-                                   relation_edges)(data.clone())
+    out = RelationFocusedTransform(beta, predicate_entities, relation_edges)(data.clone())
     assert_simple_undirected(out.rf_edge_index, out.rf_num_nodes)
     return pairs(out.rf_edge_index)
 
@@ -248,8 +277,7 @@ def test_chunked_equals_unchunked():
     full = relation_focused_constraints(data, beta=0.3)
     assert full.num_kept_constraints > 0
     for chunk in [1, 50]:
-        part = relation_focused_constraints(data, beta=0.3,
-                                            max_chunk_products=chunk)
+        part = relation_focused_constraints(data, beta=0.3, max_chunk_products=chunk)
         assert torch.equal(part.constraints, full.constraints)
         assert torch.equal(part.constraint_kept, full.constraint_kept)
         assert torch.equal(part.pairs, full.pairs)
@@ -258,8 +286,7 @@ def test_chunked_equals_unchunked():
 
 
 def test_counts_only():
-    out = relation_focused_constraints(hand_kg(), beta=0.1,
-                                       return_constraints=False)
+    out = relation_focused_constraints(hand_kg(), beta=0.1, return_constraints=False)
     assert out.constraints is None and out.constraint_kept is None
     assert (out.num_constraints, out.num_kept_constraints) == (14, 4)
 
@@ -272,22 +299,26 @@ def test_hub_entity_is_cheap():
     hub = 0
     head = torch.cat([torch.arange(1, n + 1), torch.full((n,), hub)])
     tail = torch.cat([torch.full((n,), hub), torch.arange(n + 1, 2 * n + 1)])
-    rel = torch.cat([torch.zeros(n, dtype=torch.long),
-                     torch.ones(n, dtype=torch.long)])
+    rel = torch.cat([torch.zeros(n, dtype=torch.long), torch.ones(n, dtype=torch.long)])
     from torch_geometric.data import Data
-    data = Data(edge_index=torch.stack([head, tail]), edge_type=rel,
-                train_mask=torch.ones(2 * n, dtype=torch.bool),
-                num_nodes=2 * n + 1, num_relations=2)
+
+    data = Data(
+        edge_index=torch.stack([head, tail]),
+        edge_type=rel,
+        train_mask=torch.ones(2 * n, dtype=torch.bool),
+        num_nodes=2 * n + 1,
+        num_relations=2,
+    )
     out = relation_focused_constraints(data, beta=1.0)
     assert out.constraints.tolist() == [[0, 0, 1], [3, 0, 2]]
 
 
 # No leakage ---------------------------------------------------------------
 
+
 def test_evaluation_triples_do_not_change_any_view():
     for seed in range(3):
-        data = random_kg(num_entities=15, num_relations=3, num_triples=80,
-                         seed=seed)
+        data = random_kg(num_entities=15, num_relations=3, num_triples=80, seed=seed)
         # Add evaluation triples that would create new edges and constraints,
         # including a self loop and a brand-new entity pair.
         extra = torch.tensor([[0, 1, 14], [14, 2, 3], [5, 0, 5], [2, 1, 0]])
@@ -299,11 +330,10 @@ def test_evaluation_triples_do_not_change_any_view():
         more.val_mask = torch.cat([data.val_mask, new_val])
         more.test_mask = torch.cat([data.test_mask, ~new_val])
         for transform, key in [
-            (EntityFocusedTransform(), 'ef_edge_index'),
-            (RelationFocusedTransform(0.2), 'rf_edge_index'),
-            (RelationFocusedTransform(1.0, predicate_entities=False),
-             'rf_edge_index'),
-            (LeviGraphTransform(), 'levi_edge_index'),
+            (EntityFocusedTransform(), "ef_edge_index"),
+            (RelationFocusedTransform(0.2), "rf_edge_index"),
+            (RelationFocusedTransform(1.0, predicate_entities=False), "rf_edge_index"),
+            (LeviGraphTransform(), "levi_edge_index"),
         ]:
             a = transform(data.clone())[key]
             b = transform(more.clone())[key]

@@ -25,7 +25,7 @@ def test_transforms_return_two_view_data_and_leave_input_alone():
         out = transform(kg)
         assert type(out) is TwoViewData
         assert torch.equal(out.edge_index, kg.edge_index) and out.num_relations == kg.num_relations
-    assert type(kg) is Data and 'ef_edge_index' not in kg
+    assert type(kg) is Data and "ef_edge_index" not in kg
     assert VIEWS(kg).rf_num_nodes == 12 + 2 * 3 and VIEWS(kg).levi_num_nodes == 12 + 2 * 3
 
 
@@ -34,12 +34,12 @@ def test_batch_shifts_each_view_by_its_own_node_count():
     batch = Batch.from_data_list([first, second])
     assert batch.num_nodes == 12 + 9
     for view in (ENTITY_FOCUSED, RELATION_FOCUSED, LEVI):
-        shift = first[view.num_nodes] if view.num_nodes != 'num_nodes' else first.num_nodes
+        shift = first[view.num_nodes] if view.num_nodes != "num_nodes" else first.num_nodes
         expected = torch.cat([first[view.edge_index], second[view.edge_index] + shift], dim=1)
         assert torch.equal(batch[view.edge_index], expected), view
     assert batch.rf_num_nodes.tolist() == [18, 13]
     # the second graph's relation-focused edges start after the first's 18 nodes, not its 12 entities
-    assert int(batch.rf_edge_index[:, first.rf_edge_index.size(1):].min()) >= 18
+    assert int(batch.rf_edge_index[:, first.rf_edge_index.size(1) :].min()) >= 18
 
 
 def test_batch_of_the_same_graph_is_its_disjoint_union():
@@ -57,8 +57,8 @@ def test_batch_of_the_same_graph_is_its_disjoint_union():
 
 def test_stored_views_load_without_unsafe_unpickling(tmp_path):
     data = VIEWS(random_kg(12, 3, 40, seed=0))
-    InMemoryDataset.save([data], str(tmp_path / 'data.pt'))
+    InMemoryDataset.save([data], str(tmp_path / "data.pt"))
     with warnings.catch_warnings():
-        warnings.simplefilter('error')  # a weights_only failure warns and unpickles unsafely
-        stored, _, cls = fs.torch_load(str(tmp_path / 'data.pt'))
-    assert cls is TwoViewData and torch.equal(stored['rf_edge_index'], data.rf_edge_index)
+        warnings.simplefilter("error")  # a weights_only failure warns and unpickles unsafely
+        stored, _, cls = fs.torch_load(str(tmp_path / "data.pt"))
+    assert cls is TwoViewData and torch.equal(stored["rf_edge_index"], data.rf_edge_index)

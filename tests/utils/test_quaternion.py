@@ -43,9 +43,7 @@ def test_hamilton_units():
 def test_hamilton_not_commutative_and_norm_multiplicative():
     q, p = torch.randn(2, 50, 8, dtype=torch.float64)
     assert not torch.allclose(hamilton_product(q, p), hamilton_product(p, q))
-    assert torch.allclose(
-        quaternion_norm(hamilton_product(q, p)), quaternion_norm(q) * quaternion_norm(p), atol=1e-12
-    )
+    assert torch.allclose(quaternion_norm(hamilton_product(q, p)), quaternion_norm(q) * quaternion_norm(p), atol=1e-12)
 
 
 def test_hamilton_associative_and_broadcasts():
@@ -65,7 +63,7 @@ def test_normalize_and_inner():
     scale[[1, 5, 9, 13]] = 3.7
     assert torch.allclose(normalize_quaternion(q * scale), unit)
     p = torch.randn(6, 16, dtype=torch.float64)
-    expected = sum((q[:, c * 4:(c + 1) * 4] * p[:, c * 4:(c + 1) * 4]).sum(-1) for c in range(4))
+    expected = sum((q[:, c * 4 : (c + 1) * 4] * p[:, c * 4 : (c + 1) * 4]).sum(-1) for c in range(4))
     assert torch.allclose(quaternion_inner(q, p), expected)
 
 

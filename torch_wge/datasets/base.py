@@ -1,4 +1,5 @@
 """One base class for knowledge graphs stored as three triple files."""
+
 import contextlib
 import hashlib
 import itertools
@@ -17,8 +18,8 @@ from torch_geometric.io import fs
 
 from torch_wge import io
 
-SPLIT_FILES = ('train.txt', 'valid.txt', 'test.txt')
-UNSEEN_CHOICES = ('keep', 'drop', 'error')
+SPLIT_FILES = ("train.txt", "valid.txt", "test.txt")
+UNSEEN_CHOICES = ("keep", "drop", "error")
 
 Triples = List[List[str]]
 
@@ -30,8 +31,8 @@ class DownloadError(RuntimeError):
 def md5sum(path: str, block_size: int = 1 << 20) -> str:
     r"""The md5 hex digest of the file at :obj:`path`."""
     digest = hashlib.md5()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(block_size), b''):
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(block_size), b""):
             digest.update(block)
     return digest.hexdigest()
 
@@ -51,23 +52,22 @@ def read_triples(path: str) -> Tuple[Triples, List[int]]:
             line that does not hold exactly three non-empty tab-separated
             fields, or naming the file when it holds no triple.
     """
-    text = _read_text(path, encoding='utf-8-sig')  # a leading BOM is dropped
-    lines = text.split('\n')
-    if lines and lines[-1] == '':
+    text = _read_text(path, encoding="utf-8-sig")  # a leading BOM is dropped
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
         lines.pop()
-    rows = [line.rstrip('\r').split('\t') for line in lines]
-    blank = ['']
-    bad = [i for i, row in enumerate(rows)
-           if (len(row) != 3 or not all(row)) and row != blank]
+    rows = [line.rstrip("\r").split("\t") for line in lines]
+    blank = [""]
+    bad = [i for i, row in enumerate(rows) if (len(row) != 3 or not all(row)) and row != blank]
     if bad:
         i = bad[0]
         fields = len(rows[i])
-        what = (f'{fields} tab-separated field(s)' if fields != 3 else
-                'an empty field')
+        what = f"{fields} tab-separated field(s)" if fields != 3 else "an empty field"
         raise ValueError(
             f"{path}, line {i + 1}: expected 'head<TAB>relation<TAB>tail' "
             f"(three non-empty tab-separated fields) but found {what}: "
-            f"{lines[i][:200]!r}")
+            f"{lines[i][:200]!r}"
+        )
     linenos = [i + 1 for i, row in enumerate(rows) if row != blank]
     if len(linenos) != len(rows):
         rows = [row for row in rows if row != blank]
@@ -79,8 +79,8 @@ def read_triples(path: str) -> Tuple[Triples, List[int]]:
 def read_label_file(path: str) -> Dict[str, str]:
     r"""Reads ``id<TAB>label`` lines (lines without a tab are skipped)."""
     labels: Dict[str, str] = {}
-    for line in _read_text(path).split('\n'):
-        key, sep, label = line.rstrip('\r').partition('\t')
+    for line in _read_text(path).split("\n"):
+        key, sep, label = line.rstrip("\r").partition("\t")
         if sep and key not in labels:
             labels[key] = label
     return labels
@@ -92,45 +92,43 @@ def read_label_json(path: str) -> Dict[str, str]:
         content = json.loads(_read_text(path))
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
-    return {key: value['label'] for key, value in content.items()
-            if isinstance(value, dict) and isinstance(value.get('label'), str)}
+    return {
+        key: value["label"]
+        for key, value in content.items()
+        if isinstance(value, dict) and isinstance(value.get("label"), str)
+    }
 
 
-def _read_text(path: str, encoding: str = 'utf-8') -> str:
+def _read_text(path: str, encoding: str = "utf-8") -> str:
     # The text of a raw file; a decoding error names the file.
-    with open(path, 'rb') as f:
+    with open(path, "rb") as f:
         content = f.read()
     try:
         return content.decode(encoding)
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text (byte 0x{content[e.start]:02x} "
-                         f"at offset {e.start})") from None
+        raise ValueError(f"{path}: not UTF-8 text (byte 0x{content[e.start]:02x} at offset {e.start})") from None
 
 
-def first_appearance_ids(splits: Sequence[Triples]) -> Tuple[List[str],
-                                                             List[str]]:
+def first_appearance_ids(splits: Sequence[Triples]) -> Tuple[List[str], List[str]]:
     r"""Entity and relation identifiers in order of first appearance:
     split by split, line by line, the head before the tail."""
     columns = [tuple(zip(*rows)) for rows in splits]  # (heads, rels, tails)
-    entities = dict.fromkeys(itertools.chain.from_iterable(
-        itertools.chain.from_iterable(zip(h, t)) for h, _, t in columns))
-    relations = dict.fromkeys(itertools.chain.from_iterable(
-        r for _, r, _ in columns))
+    entities = dict.fromkeys(
+        itertools.chain.from_iterable(itertools.chain.from_iterable(zip(h, t)) for h, _, t in columns)
+    )
+    relations = dict.fromkeys(itertools.chain.from_iterable(r for _, r, _ in columns))
     return list(entities), list(relations)
 
 
-def triple_ids(rows: Triples, entity_id: Dict[str, int],
-               relation_id: Dict[str, int]) -> np.ndarray:
+def triple_ids(rows: Triples, entity_id: Dict[str, int], relation_id: Dict[str, int]) -> np.ndarray:
     r"""The ``[n, 3]`` id array of string triples."""
     ids = np.empty((len(rows), 3), dtype=np.int64)
     for column, ids_of in enumerate((entity_id, relation_id, entity_id)):
-        ids[:, column] = np.fromiter((ids_of[row[column]] for row in rows),
-                                     np.int64, len(rows))
+        ids[:, column] = np.fromiter((ids_of[row[column]] for row in rows), np.int64, len(rows))
     return ids
 
 
-def _first_occurrences(ids: np.ndarray, num_entities: int,
-                       num_relations: int) -> np.ndarray:
+def _first_occurrences(ids: np.ndarray, num_entities: int, num_relations: int) -> np.ndarray:
     # Sorted positions of the first occurrence of each distinct triple.
     key = (ids[:, 0] * num_relations + ids[:, 1]) * num_entities + ids[:, 2]
     _, first = np.unique(key, return_index=True)
@@ -139,8 +137,7 @@ def _first_occurrences(ids: np.ndarray, num_entities: int,
 
 def _repr(obj) -> str:
     # Like PyG: the repr with memory addresses removed.
-    return 'None' if obj is None else re.sub('(<.*?)\\s.*(>)', r'\1\2',
-                                              str(obj))
+    return "None" if obj is None else re.sub("(<.*?)\\s.*(>)", r"\1\2", str(obj))
 
 
 class KnowledgeGraphDataset(InMemoryDataset):
@@ -222,8 +219,9 @@ class KnowledgeGraphDataset(InMemoryDataset):
             entities or relation do not occur in training: :obj:`"keep"`,
             :obj:`"drop"` or :obj:`"error"`. (default: :obj:`"keep"`)
     """
+
     #: Folder name of the dataset under :obj:`root`.
-    folder: str = ''
+    folder: str = ""
     #: Raw file name -> URL of the three split files.
     urls: Dict[str, str] = {}
     #: Raw file name -> md5 hex digest (files missing here are not checked).
@@ -231,45 +229,47 @@ class KnowledgeGraphDataset(InMemoryDataset):
     #: Optional label files: raw file name -> URL.
     label_urls: Dict[str, str] = {}
 
-    def __init__(self, root: str, transform: Optional[Callable] = None,
-                 pre_transform: Optional[Callable] = None,
-                 force_reload: bool = False, log: bool = True,
-                 unseen: str = 'keep') -> None:
+    def __init__(
+        self,
+        root: str,
+        transform: Optional[Callable] = None,
+        pre_transform: Optional[Callable] = None,
+        force_reload: bool = False,
+        log: bool = True,
+        unseen: str = "keep",
+    ) -> None:
         if unseen not in UNSEEN_CHOICES:
-            raise ValueError(f"'unseen' must be one of {UNSEEN_CHOICES} "
-                             f"(got {unseen!r})")
+            raise ValueError(f"'unseen' must be one of {UNSEEN_CHOICES} (got {unseen!r})")
         self.unseen = unseen
         self._raw_digest: Optional[str] = None
-        super().__init__(root, transform, pre_transform,
-                         force_reload=force_reload, log=log)
+        super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log)
         try:
             meta = self._load_processed()
         except Exception as e:  # torch raises many kinds on a damaged file
-            warnings.warn(f"{self.processed_dir}: processed files unreadable "
-                          f"({type(e).__name__}: {e}); processing the raw "
-                          f"files again", stacklevel=2)
+            warnings.warn(
+                f"{self.processed_dir}: processed files unreadable "
+                f"({type(e).__name__}: {e}); processing the raw "
+                f"files again",
+                stacklevel=2,
+            )
             self._process_raw()
             meta = self._load_processed()
-        self.entity_names: List[str] = meta['entity_names']
-        self.relation_names: List[str] = meta['relation_names']
-        self.entity_labels: Optional[List[Optional[str]]] = meta[
-            'entity_labels']
-        self.relation_labels: Optional[List[Optional[str]]] = meta[
-            'relation_labels']
+        self.entity_names: List[str] = meta["entity_names"]
+        self.relation_names: List[str] = meta["relation_names"]
+        self.entity_labels: Optional[List[Optional[str]]] = meta["entity_labels"]
+        self.relation_labels: Optional[List[Optional[str]]] = meta["relation_labels"]
         #: Triples dropped while processing, per split and reason.
-        self.num_dropped: Dict[str, int] = meta['num_dropped']
+        self.num_dropped: Dict[str, int] = meta["num_dropped"]
 
     # Layout ----------------------------------------------------------------
     @property
     def raw_dir(self) -> str:
-        return osp.join(self.root, self.folder, 'raw')
+        return osp.join(self.root, self.folder, "raw")
 
     @property
     def processed_dir(self) -> str:
-        digest = hashlib.md5(
-            _repr(self.pre_transform).encode('utf-8')).hexdigest()[:10]
-        return osp.join(self.root, self.folder, 'processed',
-                        f'{self.unseen}-{digest}')
+        digest = hashlib.md5(_repr(self.pre_transform).encode("utf-8")).hexdigest()[:10]
+        return osp.join(self.root, self.folder, "processed", f"{self.unseen}-{digest}")
 
     @property
     def raw_file_names(self) -> List[str]:
@@ -284,34 +284,32 @@ class KnowledgeGraphDataset(InMemoryDataset):
     def processed_file_names(self) -> List[str]:
         if self._raw_digest is None:
             self._raw_digest = self._digest_raw_files()
-        return [f'data-{self._raw_digest}.pt', f'vocab-{self._raw_digest}.pt']
+        return [f"data-{self._raw_digest}.pt", f"vocab-{self._raw_digest}.pt"]
 
     def _digest_raw_files(self) -> str:
         # Digest of the name and content of every raw file processing reads.
         names = [*SPLIT_FILES, *self.label_file_names]
         paths = [osp.join(self.raw_dir, name) for name in names]
-        listing = [f'{osp.basename(path)} {md5sum(path)}'
-                   for path in paths if osp.isfile(path)]
-        return hashlib.md5('\n'.join(listing).encode()).hexdigest()[:12]
+        listing = [f"{osp.basename(path)} {md5sum(path)}" for path in paths if osp.isfile(path)]
+        return hashlib.md5("\n".join(listing).encode()).hexdigest()[:12]
 
     # Download --------------------------------------------------------------
     def _fetch(self, filename: str, url: str) -> None:
-        files = (', '.join(SPLIT_FILES) if filename in SPLIT_FILES else
-                 filename)
+        files = ", ".join(SPLIT_FILES) if filename in SPLIT_FILES else filename
         path = osp.join(self.raw_dir, filename)
         # downloaded under a temporary name: a killed download leaves no
         # partial file under the final name
-        part = osp.join(self.raw_dir, f'.{filename}{io.TEMP_INFIX}download')
+        part = osp.join(self.raw_dir, f".{filename}{io.TEMP_INFIX}download")
         try:
-            download_url(url, self.raw_dir, log=self.log,
-                         filename=osp.basename(part))
+            download_url(url, self.raw_dir, log=self.log, filename=osp.basename(part))
         except Exception as e:
             if osp.exists(part):
                 os.remove(part)
             raise DownloadError(
                 f"could not download {url} ({type(e).__name__}: {e}). "
                 f"Without network access, place {files} by hand in "
-                f"{self.raw_dir}") from e
+                f"{self.raw_dir}"
+            ) from e
         expected = self.md5.get(filename)
         if expected is not None:
             actual = md5sum(part)
@@ -320,7 +318,8 @@ class KnowledgeGraphDataset(InMemoryDataset):
                 raise DownloadError(
                     f"md5 mismatch for {url}: expected {expected}, got "
                     f"{actual} (the file was removed). Place a correct "
-                    f"copy of {filename} by hand in {self.raw_dir}")
+                    f"copy of {filename} by hand in {self.raw_dir}"
+                )
         os.replace(part, path)
 
     def download(self) -> None:
@@ -332,13 +331,10 @@ class KnowledgeGraphDataset(InMemoryDataset):
                 try:
                     self._fetch(filename, url)
                 except DownloadError as e:
-                    warnings.warn(f"optional label file {filename} not "
-                                  f"available, labels stay None: {e}",
-                                  stacklevel=2)
+                    warnings.warn(f"optional label file {filename} not available, labels stay None: {e}", stacklevel=2)
 
     # Labels ----------------------------------------------------------------
-    def read_labels(self) -> Tuple[Optional[Dict[str, str]],
-                                   Optional[Dict[str, str]]]:
+    def read_labels(self) -> Tuple[Optional[Dict[str, str]], Optional[Dict[str, str]]]:
         r"""Entity and relation labels found in :obj:`raw_dir` (identifier
         -> label), :obj:`None` where there is no label file. Subclasses
         override it; the base class has no labels."""
@@ -355,21 +351,19 @@ class KnowledgeGraphDataset(InMemoryDataset):
     def _process(self) -> None:
         # Replaces PyG's: the processed folder is already keyed by the
         # pre-transform and the file names by the raw files' content.
-        if self.force_reload or not all(
-                osp.isfile(path) for path in self.processed_paths):
+        if self.force_reload or not all(osp.isfile(path) for path in self.processed_paths):
             self._process_raw()
 
     def _process_raw(self) -> None:
-        if self.log and 'PYTEST_CURRENT_TEST' not in os.environ:
-            print('Processing...', file=sys.stderr)
+        if self.log and "PYTEST_CURRENT_TEST" not in os.environ:
+            print("Processing...", file=sys.stderr)
         os.makedirs(self.processed_dir, exist_ok=True)
         self.process()
         # copies made from older raw files (temporary files are left alone:
         # another process may be processing the same dataset)
         current = set(self.processed_file_names)
         for name in os.listdir(self.processed_dir):
-            if (name.startswith(('data-', 'vocab-')) and name.endswith('.pt')
-                    and name not in current):
+            if name.startswith(("data-", "vocab-")) and name.endswith(".pt") and name not in current:
                 with contextlib.suppress(FileNotFoundError):  # removed by another process
                     os.remove(osp.join(self.processed_dir, name))
 
@@ -385,8 +379,9 @@ class KnowledgeGraphDataset(InMemoryDataset):
             lines.append(linenos)
         num_dropped: Dict[str, int] = {}
         for i in (1, 2):
-            splits[i], lines[i], num_dropped[f'{SPLIT_FILES[i]}:unseen'] = \
-                self._filter_unseen(i, splits[0], splits[i], lines[i])
+            splits[i], lines[i], num_dropped[f"{SPLIT_FILES[i]}:unseen"] = self._filter_unseen(
+                i, splits[0], splits[i], lines[i]
+            )
 
         entity_names, relation_names = first_appearance_ids(splits)
         entity_id = {name: i for i, name in enumerate(entity_names)}
@@ -395,65 +390,67 @@ class KnowledgeGraphDataset(InMemoryDataset):
         for i, rows in enumerate(splits):
             ids = triple_ids(rows, entity_id, relation_id)
             first = _first_occurrences(ids, len(entity_id), len(relation_id))
-            num_dropped[f'{SPLIT_FILES[i]}:duplicate'] = len(ids) - first.size
+            num_dropped[f"{SPLIT_FILES[i]}:duplicate"] = len(ids) - first.size
             if first.size < len(ids):
-                warnings.warn(f"{self.raw_paths[i]}: dropped "
-                              f"{len(ids) - first.size} repeated triple(s) "
-                              f"(kept the first of each)", stacklevel=2)
+                warnings.warn(
+                    f"{self.raw_paths[i]}: dropped {len(ids) - first.size} repeated triple(s) (kept the first of each)",
+                    stacklevel=2,
+                )
             parts.append(torch.from_numpy(ids[first]))
 
         data = _graph(parts, len(entity_id), len(relation_id))
         if self.pre_transform is not None:
             data = self.pre_transform(data)
         data, slices = self.collate([data])
-        io.torch_save((data.to_dict(), slices, data.__class__),
-                      self.processed_paths[0])
+        io.torch_save((data.to_dict(), slices, data.__class__), self.processed_paths[0])
 
         ent_labels, rel_labels = self.read_labels()
         io.torch_save(
             {
-                'entity_names': entity_names,
-                'relation_names': relation_names,
-                'entity_labels': None if ent_labels is None else
-                [ent_labels.get(name) for name in entity_names],
-                'relation_labels': None if rel_labels is None else
-                [rel_labels.get(name) for name in relation_names],
-                'num_dropped': num_dropped,
-            }, self.processed_paths[1])
+                "entity_names": entity_names,
+                "relation_names": relation_names,
+                "entity_labels": None if ent_labels is None else [ent_labels.get(name) for name in entity_names],
+                "relation_labels": None if rel_labels is None else [rel_labels.get(name) for name in relation_names],
+                "num_dropped": num_dropped,
+            },
+            self.processed_paths[1],
+        )
 
-    def _filter_unseen(self, i: int, train: Triples, rows: Triples,
-                       linenos: List[int]) -> Tuple[Triples, List[int], int]:
+    def _filter_unseen(
+        self, i: int, train: Triples, rows: Triples, linenos: List[int]
+    ) -> Tuple[Triples, List[int], int]:
         # Applies the 'unseen' rule to split i (valid or test): returns its
         # rows, their line numbers and the number dropped.
         path = self.raw_paths[i]
         entities = set(row[0] for row in train)
         entities.update(row[2] for row in train)
         relations = set(row[1] for row in train)
-        unseen = [j for j, (h, r, t) in enumerate(rows)
-                  if h not in entities or t not in entities
-                  or r not in relations]
+        unseen = [j for j, (h, r, t) in enumerate(rows) if h not in entities or t not in entities or r not in relations]
         if not unseen:
             return rows, linenos, 0
-        if self.unseen == 'error':
+        if self.unseen == "error":
             raise ValueError(
                 f"{path}, line {linenos[unseen[0]]}: entity or relation "
                 f"not seen in {self.raw_paths[0]} ({len(unseen)} such "
-                f"triple(s) in this file; pass unseen='keep' or 'drop')")
-        if self.unseen == 'keep':
+                f"triple(s) in this file; pass unseen='keep' or 'drop')"
+            )
+        if self.unseen == "keep":
             warnings.warn(
                 f"{path}: {len(unseen)} of {len(rows)} triple(s) have an "
                 f"entity or relation that does not occur in training; "
-                f"kept (benchmark convention)", stacklevel=3)
+                f"kept (benchmark convention)",
+                stacklevel=3,
+            )
             return rows, linenos, 0
         drop = set(unseen)
         warnings.warn(
             f"{path}: dropped {len(unseen)} of {len(rows)} triple(s) "
             f"whose entity or relation does not occur in training",
-            stacklevel=3)
+            stacklevel=3,
+        )
         kept = [j for j in range(len(rows)) if j not in drop]
         if not kept:
-            raise ValueError(f"{path} holds no triples once those "
-                             f"with unseen entities are dropped")
+            raise ValueError(f"{path} holds no triples once those with unseen entities are dropped")
         return [rows[j] for j in kept], [linenos[j] for j in kept], len(drop)
 
     # Convenience -----------------------------------------------------------
@@ -468,15 +465,13 @@ class KnowledgeGraphDataset(InMemoryDataset):
         return int(self._data.num_nodes)
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}()'
+        return f"{self.__class__.__name__}()"
 
 
-def _graph(parts: List[torch.Tensor], num_entities: int,
-           num_relations: int) -> Data:
+def _graph(parts: List[torch.Tensor], num_entities: int, num_relations: int) -> Data:
     # The one graph of the dataset from the id triples of each split.
     ids = torch.cat(parts)
-    split = torch.repeat_interleave(torch.arange(3),
-                                    torch.tensor([len(p) for p in parts]))
+    split = torch.repeat_interleave(torch.arange(3), torch.tensor([len(p) for p in parts]))
     return Data(
         edge_index=ids[:, [0, 2]].t().contiguous(),
         edge_type=ids[:, 1].contiguous(),
@@ -491,6 +486,5 @@ def _graph(parts: List[torch.Tensor], num_entities: int,
 def _require_name(cls_name: str, name: str, valid: Sequence[str]) -> str:
     key = str(name).lower()
     if key not in valid:
-        raise ValueError(f"{cls_name}: unknown name {name!r}; expected one of "
-                         f"{', '.join(repr(v) for v in valid)}")
+        raise ValueError(f"{cls_name}: unknown name {name!r}; expected one of {', '.join(repr(v) for v in valid)}")
     return key

@@ -1,4 +1,5 @@
 """CoDEx knowledge graphs (Safavi & Koutra, EMNLP 2020)."""
+
 import os.path as osp
 from typing import Callable, Dict, Optional, Tuple
 
@@ -9,27 +10,24 @@ from torch_wge.datasets.base import (
     read_label_json,
 )
 
-CODEX_URL = ('https://raw.githubusercontent.com/tsafavi/codex/master/data/'
-             'triples/codex-{name}/{file}')
-CODEX_RELATIONS_URL = ('https://raw.githubusercontent.com/tsafavi/codex/'
-                       'master/data/relations/en/relations.json')
-CODEX_ENTITIES_URL = ('https://raw.githubusercontent.com/tsafavi/codex/'
-                      'master/data/entities/en/entities.json')
+CODEX_URL = "https://raw.githubusercontent.com/tsafavi/codex/master/data/triples/codex-{name}/{file}"
+CODEX_RELATIONS_URL = "https://raw.githubusercontent.com/tsafavi/codex/master/data/relations/en/relations.json"
+CODEX_ENTITIES_URL = "https://raw.githubusercontent.com/tsafavi/codex/master/data/entities/en/entities.json"
 
 CODEX_MD5 = {
-    's': {
-        'train.txt': 'a212b97540f1b161b1d3bc3c64844783',
-        'valid.txt': '52f6c4eb8ccd99d411196bc0bdb32378',
-        'test.txt': '3b579e19cc094b3c6dc2b7c57df372c6',
+    "s": {
+        "train.txt": "a212b97540f1b161b1d3bc3c64844783",
+        "valid.txt": "52f6c4eb8ccd99d411196bc0bdb32378",
+        "test.txt": "3b579e19cc094b3c6dc2b7c57df372c6",
     },
-    'm': {
-        'train.txt': 'd507616dd7b9f6ddbacf83766efaa1dd',
-        'valid.txt': '0fd5e85f41e0ba3ef6c10093cbe2a435',
-        'test.txt': '7186374c5ca7075d268ccf316927041d',
+    "m": {
+        "train.txt": "d507616dd7b9f6ddbacf83766efaa1dd",
+        "valid.txt": "0fd5e85f41e0ba3ef6c10093cbe2a435",
+        "test.txt": "7186374c5ca7075d268ccf316927041d",
     },
-    'l': {},  # no known md5: not checked
+    "l": {},  # no known md5: not checked
 }
-CODEX_RELATIONS_MD5 = '7b4fd70177f5f027bb861c2f08a3047f'
+CODEX_RELATIONS_MD5 = "7b4fd70177f5f027bb861c2f08a3047f"
 
 
 class CoDEx(KnowledgeGraphDataset):
@@ -91,43 +89,45 @@ class CoDEx(KnowledgeGraphDataset):
         >>> data.num_nodes, data.num_relations  # doctest: +SKIP
         (2034, 42)
     """
-    names = ('s', 'm', 'l')
 
-    def __init__(self, root: str, name: str = 's',
-                 transform: Optional[Callable] = None,
-                 pre_transform: Optional[Callable] = None,
-                 force_reload: bool = False, log: bool = True,
-                 unseen: str = 'keep') -> None:
+    names = ("s", "m", "l")
+
+    def __init__(
+        self,
+        root: str,
+        name: str = "s",
+        transform: Optional[Callable] = None,
+        pre_transform: Optional[Callable] = None,
+        force_reload: bool = False,
+        log: bool = True,
+        unseen: str = "keep",
+    ) -> None:
         self.name = _require_name(self.__class__.__name__, name, self.names)
-        super().__init__(root, transform, pre_transform,
-                         force_reload=force_reload, log=log, unseen=unseen)
+        super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log, unseen=unseen)
 
     @property
     def folder(self) -> str:  # type: ignore[override]
-        return f'codex-{self.name}'
+        return f"codex-{self.name}"
 
     @property
     def urls(self) -> Dict[str, str]:  # type: ignore[override]
-        return {f: CODEX_URL.format(name=self.name, file=f)
-                for f in SPLIT_FILES}
+        return {f: CODEX_URL.format(name=self.name, file=f) for f in SPLIT_FILES}
 
     @property
     def md5(self) -> Dict[str, str]:  # type: ignore[override]
-        return {**CODEX_MD5[self.name],
-                'relations.en.json': CODEX_RELATIONS_MD5}
+        return {**CODEX_MD5[self.name], "relations.en.json": CODEX_RELATIONS_MD5}
 
     label_urls = {
-        'relations.en.json': CODEX_RELATIONS_URL,
-        'entities.en.json': CODEX_ENTITIES_URL,
+        "relations.en.json": CODEX_RELATIONS_URL,
+        "entities.en.json": CODEX_ENTITIES_URL,
     }
 
-    def read_labels(self) -> Tuple[Optional[Dict[str, str]],
-                                   Optional[Dict[str, str]]]:
+    def read_labels(self) -> Tuple[Optional[Dict[str, str]], Optional[Dict[str, str]]]:
         out = []
-        for filename in ('entities.en.json', 'relations.en.json'):
+        for filename in ("entities.en.json", "relations.en.json"):
             path = osp.join(self.raw_dir, filename)
             out.append(read_label_json(path) if osp.isfile(path) else None)
         return out[0], out[1]
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}(name={self.name!r})'
+        return f"{self.__class__.__name__}(name={self.name!r})"

@@ -1,4 +1,5 @@
 """Any folder of triple files."""
+
 import os.path as osp
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -8,8 +9,8 @@ from torch_wge.datasets.base import (
     read_label_file,
 )
 
-ENTITY_LABEL_FILES = ('entity_labels.txt', 'entity_labels.en.txt')
-RELATION_LABEL_FILES = ('relation_labels.txt', 'relation_labels.en.txt')
+ENTITY_LABEL_FILES = ("entity_labels.txt", "entity_labels.en.txt")
+RELATION_LABEL_FILES = ("relation_labels.txt", "relation_labels.en.txt")
 
 
 class TriplesFolder(KnowledgeGraphDataset):
@@ -33,36 +34,36 @@ class TriplesFolder(KnowledgeGraphDataset):
         >>> from torch_wge.datasets import TriplesFolder
         >>> dataset = TriplesFolder('path/to/my_kg')  # doctest: +SKIP
     """
-    def __init__(self, root: str, transform: Optional[Callable] = None,
-                 pre_transform: Optional[Callable] = None,
-                 force_reload: bool = False, log: bool = True,
-                 unseen: str = 'keep') -> None:
-        super().__init__(root, transform, pre_transform,
-                         force_reload=force_reload, log=log, unseen=unseen)
+
+    def __init__(
+        self,
+        root: str,
+        transform: Optional[Callable] = None,
+        pre_transform: Optional[Callable] = None,
+        force_reload: bool = False,
+        log: bool = True,
+        unseen: str = "keep",
+    ) -> None:
+        super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log, unseen=unseen)
 
     @property
     def raw_dir(self) -> str:
         return self.root
 
     def download(self) -> None:
-        missing: List[str] = [
-            f for f in SPLIT_FILES
-            if not osp.isfile(osp.join(self.raw_dir, f))
-        ]
+        missing: List[str] = [f for f in SPLIT_FILES if not osp.isfile(osp.join(self.raw_dir, f))]
         raise FileNotFoundError(
-            f"TriplesFolder: {', '.join(missing)} not found in {self.raw_dir} "
-            f"(it must hold {', '.join(SPLIT_FILES)})")
+            f"TriplesFolder: {', '.join(missing)} not found in {self.raw_dir} (it must hold {', '.join(SPLIT_FILES)})"
+        )
 
     @property
     def label_file_names(self) -> List[str]:
         return [*ENTITY_LABEL_FILES, *RELATION_LABEL_FILES]
 
-    def read_labels(self) -> Tuple[Optional[Dict[str, str]],
-                                   Optional[Dict[str, str]]]:
+    def read_labels(self) -> Tuple[Optional[Dict[str, str]], Optional[Dict[str, str]]]:
         ent = self._optional_raw(*ENTITY_LABEL_FILES)
         rel = self._optional_raw(*RELATION_LABEL_FILES)
-        return (None if ent is None else read_label_file(ent),
-                None if rel is None else read_label_file(rel))
+        return (None if ent is None else read_label_file(ent), None if rel is None else read_label_file(rel))
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}({self.root!r})'
+        return f"{self.__class__.__name__}({self.root!r})"

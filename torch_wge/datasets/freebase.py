@@ -1,8 +1,8 @@
 """FB15k-237 (Toutanova & Chen, 2015)."""
+
 from torch_wge.datasets.base import SPLIT_FILES, KnowledgeGraphDataset
 
-FB15K237_URL = ('https://raw.githubusercontent.com/villmow/'
-                'datasets_knowledge_embedding/master/FB15k-237/{file}')
+FB15K237_URL = "https://raw.githubusercontent.com/villmow/datasets_knowledge_embedding/master/FB15k-237/{file}"
 
 
 class FB15k237(KnowledgeGraphDataset):
@@ -34,10 +34,11 @@ class FB15k237(KnowledgeGraphDataset):
         >>> dataset[0].num_nodes  # doctest: +SKIP
         14541
     """
-    folder = 'fb15k-237'
+
+    folder = "fb15k-237"
     urls = {f: FB15K237_URL.format(file=f) for f in SPLIT_FILES}
     md5 = {
-        'train.txt': 'c05b87b9ac00f41901e016a2092d7837',
-        'valid.txt': '6a94efd530e5f43fcf84f50bc6d37b69',
-        'test.txt': 'f5bdf63db39f455dec0ed259bb6f8628',
+        "train.txt": "c05b87b9ac00f41901e016a2092d7837",
+        "valid.txt": "6a94efd530e5f43fcf84f50bc6d37b69",
+        "test.txt": "f5bdf63db39f455dec0ed259bb6f8628",
     }

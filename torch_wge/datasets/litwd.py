@@ -1,4 +1,5 @@
 """LiterallyWikidata knowledge graphs (Gesese et al., 2021)."""
+
 from typing import Callable, Dict, Optional, Tuple
 
 from torch_wge.datasets.base import (
@@ -8,23 +9,22 @@ from torch_wge.datasets.base import (
     read_label_file,
 )
 
-LITWD_URL = ('https://raw.githubusercontent.com/GenetAsefa/LiterallyWikidata/'
-             'main/Datasets/LitWD{size}/{file}')
+LITWD_URL = "https://raw.githubusercontent.com/GenetAsefa/LiterallyWikidata/main/Datasets/LitWD{size}/{file}"
 LITWD_ENTITY_LABELS_URL = (
-    'https://raw.githubusercontent.com/GenetAsefa/LiterallyWikidata/main/'
-    'Datasets/Entities/entity_labels_en.txt')
+    "https://raw.githubusercontent.com/GenetAsefa/LiterallyWikidata/main/Datasets/Entities/entity_labels_en.txt"
+)
 LITWD_RELATION_LABELS_URL = (
-    'https://raw.githubusercontent.com/GenetAsefa/LiterallyWikidata/main/'
-    'Datasets/Relations/relation_labels_en.txt')
+    "https://raw.githubusercontent.com/GenetAsefa/LiterallyWikidata/main/Datasets/Relations/relation_labels_en.txt"
+)
 
 LITWD_MD5 = {
-    '1k': {
-        'train.txt': '42159443605b7fb7aae8f2defab2ba85',
-        'valid.txt': '27bc6c836750b3f619c20080bbfbf4bd',
-        'test.txt': 'de860d4ff5db6d27c1212fd6d3b00e78',
+    "1k": {
+        "train.txt": "42159443605b7fb7aae8f2defab2ba85",
+        "valid.txt": "27bc6c836750b3f619c20080bbfbf4bd",
+        "test.txt": "de860d4ff5db6d27c1212fd6d3b00e78",
     },
-    '19k': {},  # no known md5: not checked
-    '48k': {},  # no known md5: not checked
+    "19k": {},  # no known md5: not checked
+    "48k": {},  # no known md5: not checked
 }
 
 
@@ -84,41 +84,43 @@ class LitWD(KnowledgeGraphDataset):
         >>> dataset = LitWD('data', name='1k')  # doctest: +SKIP
         >>> dataset.relation_labels[:2]  # doctest: +SKIP
     """
-    names = ('1k', '19k', '48k')
 
-    def __init__(self, root: str, name: str = '1k',
-                 transform: Optional[Callable] = None,
-                 pre_transform: Optional[Callable] = None,
-                 force_reload: bool = False, log: bool = True,
-                 unseen: str = 'keep') -> None:
+    names = ("1k", "19k", "48k")
+
+    def __init__(
+        self,
+        root: str,
+        name: str = "1k",
+        transform: Optional[Callable] = None,
+        pre_transform: Optional[Callable] = None,
+        force_reload: bool = False,
+        log: bool = True,
+        unseen: str = "keep",
+    ) -> None:
         self.name = _require_name(self.__class__.__name__, name, self.names)
-        super().__init__(root, transform, pre_transform,
-                         force_reload=force_reload, log=log, unseen=unseen)
+        super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log, unseen=unseen)
 
     @property
     def folder(self) -> str:  # type: ignore[override]
-        return f'litwd{self.name}'
+        return f"litwd{self.name}"
 
     @property
     def urls(self) -> Dict[str, str]:  # type: ignore[override]
-        return {f: LITWD_URL.format(size=self.name.upper(), file=f)
-                for f in SPLIT_FILES}
+        return {f: LITWD_URL.format(size=self.name.upper(), file=f) for f in SPLIT_FILES}
 
     @property
     def md5(self) -> Dict[str, str]:  # type: ignore[override]
         return LITWD_MD5[self.name]
 
     label_urls = {
-        'entity_labels.en.txt': LITWD_ENTITY_LABELS_URL,
-        'relation_labels.en.txt': LITWD_RELATION_LABELS_URL,
+        "entity_labels.en.txt": LITWD_ENTITY_LABELS_URL,
+        "relation_labels.en.txt": LITWD_RELATION_LABELS_URL,
     }
 
-    def read_labels(self) -> Tuple[Optional[Dict[str, str]],
-                                   Optional[Dict[str, str]]]:
-        ent = self._optional_raw('entity_labels.en.txt')
-        rel = self._optional_raw('relation_labels.en.txt')
-        return (None if ent is None else read_label_file(ent),
-                None if rel is None else read_label_file(rel))
+    def read_labels(self) -> Tuple[Optional[Dict[str, str]], Optional[Dict[str, str]]]:
+        ent = self._optional_raw("entity_labels.en.txt")
+        rel = self._optional_raw("relation_labels.en.txt")
+        return (None if ent is None else read_label_file(ent), None if rel is None else read_label_file(rel))
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}(name={self.name!r})'
+        return f"{self.__class__.__name__}(name={self.name!r})"

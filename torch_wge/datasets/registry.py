@@ -1,4 +1,5 @@
 """Datasets by name."""
+
 import functools
 import os.path as osp
 from typing import Any, Callable, Dict, Optional
@@ -12,19 +13,18 @@ from torch_wge.datasets.litwd import LitWD
 #: Dataset name -> constructor taking ``(root, **kwargs)``. ``"folder"``
 #: reads the triple files of the folder ``root`` (:class:`TriplesFolder`).
 DATASETS: Dict[str, Callable[..., KnowledgeGraphDataset]] = {
-    'codex-s': functools.partial(CoDEx, name='s'),
-    'codex-m': functools.partial(CoDEx, name='m'),
-    'codex-l': functools.partial(CoDEx, name='l'),
-    'litwd1k': functools.partial(LitWD, name='1k'),
-    'litwd19k': functools.partial(LitWD, name='19k'),
-    'litwd48k': functools.partial(LitWD, name='48k'),
-    'fb15k-237': FB15k237,
-    'folder': TriplesFolder,
+    "codex-s": functools.partial(CoDEx, name="s"),
+    "codex-m": functools.partial(CoDEx, name="m"),
+    "codex-l": functools.partial(CoDEx, name="l"),
+    "litwd1k": functools.partial(LitWD, name="1k"),
+    "litwd19k": functools.partial(LitWD, name="19k"),
+    "litwd48k": functools.partial(LitWD, name="48k"),
+    "fb15k-237": FB15k237,
+    "folder": TriplesFolder,
 }
 
 
-def get_dataset(name: str, root: Optional[str] = None,
-                **kwargs: Any) -> KnowledgeGraphDataset:
+def get_dataset(name: str, root: Optional[str] = None, **kwargs: Any) -> KnowledgeGraphDataset:
     r"""Builds a dataset by name.
 
     Args:
@@ -51,6 +51,8 @@ def get_dataset(name: str, root: Optional[str] = None,
         return DATASETS[key](root=root, **kwargs)
     if osp.isdir(str(name)) and root is None:
         return TriplesFolder(str(name), **kwargs)
-    raise ValueError(f"unknown dataset {name!r}; valid names: "
-                     f"{', '.join(DATASETS)} (or a path to a folder holding "
-                     f"train.txt, valid.txt and test.txt)")
+    raise ValueError(
+        f"unknown dataset {name!r}; valid names: "
+        f"{', '.join(DATASETS)} (or a path to a folder holding "
+        f"train.txt, valid.txt and test.txt)"
+    )

@@ -1,11 +1,11 @@
 """Counts describing a knowledge graph and its two WGE views."""
+
 from typing import Any, Dict
 
 import torch
 from torch_geometric.data import Data
 
 from torch_wge.data import kg_triples, num_kg_relations
-
 from torch_wge.transforms import (
     EntityFocusedTransform,
     RelationFocusedTransform,
@@ -43,34 +43,37 @@ def dataset_statistics(data: Data, beta: float = 0.2) -> Dict[str, Any]:
         (20, 4)
     """
     num_nodes, num_relations = int(data.num_nodes), num_kg_relations(data)
-    train = kg_triples(data, 'train')
+    train = kg_triples(data, "train")
     # the training triples alone, in torch_wge's layout: the views read nothing else
-    data_train = Data(edge_index=train[:, [0, 2]].t(), edge_type=train[:, 1],
-                      train_mask=torch.ones(train.size(0), dtype=torch.bool),
-                      num_nodes=num_nodes, num_relations=num_relations)
+    data_train = Data(
+        edge_index=train[:, [0, 2]].t(),
+        edge_type=train[:, 1],
+        train_mask=torch.ones(train.size(0), dtype=torch.bool),
+        num_nodes=num_nodes,
+        num_relations=num_relations,
+    )
     ef = EntityFocusedTransform()(data_train.clone()).ef_edge_index
     rf = RelationFocusedTransform(beta=beta)(data_train.clone()).rf_edge_index
     rf_upper = rf[:, rf[0] < rf[1]]
     relation_relation = int((rf_upper[0] >= num_nodes).sum())
-    constraints = relation_focused_constraints(data_train, beta,
-                                               return_constraints=False)
+    constraints = relation_focused_constraints(data_train, beta, return_constraints=False)
     return {
-        'entities': num_nodes,
-        'relations': num_relations,
-        'train_entities': int(torch.unique(train[:, [0, 2]]).numel()),
-        'train': train.size(0),
-        'valid': kg_triples(data, 'val').size(0),
-        'test': kg_triples(data, 'test').size(0),
-        'ef_edges': ef.size(1) // 2,
-        'rf_nodes': num_nodes + 2 * num_relations,
-        'rf_nodes_with_edges': int(torch.unique(rf[0]).numel()),
-        'rf_edges': rf.size(1) // 2,
-        'rf_relation_entity_edges': rf_upper.size(1) - relation_relation,
-        'rf_relation_relation_edges': relation_relation,
-        'rf_constraints': constraints.num_constraints,
-        'rf_constraints_kept': constraints.num_kept_constraints,
-        'rf_pairs': constraints.num_pairs,
-        'rf_pairs_kept': constraints.num_kept_pairs,
-        'rf_cutoff': constraints.cutoff,
-        'beta': float(beta),
+        "entities": num_nodes,
+        "relations": num_relations,
+        "train_entities": int(torch.unique(train[:, [0, 2]]).numel()),
+        "train": train.size(0),
+        "valid": kg_triples(data, "val").size(0),
+        "test": kg_triples(data, "test").size(0),
+        "ef_edges": ef.size(1) // 2,
+        "rf_nodes": num_nodes + 2 * num_relations,
+        "rf_nodes_with_edges": int(torch.unique(rf[0]).numel()),
+        "rf_edges": rf.size(1) // 2,
+        "rf_relation_entity_edges": rf_upper.size(1) - relation_relation,
+        "rf_relation_relation_edges": relation_relation,
+        "rf_constraints": constraints.num_constraints,
+        "rf_constraints_kept": constraints.num_kept_constraints,
+        "rf_pairs": constraints.num_pairs,
+        "rf_pairs_kept": constraints.num_kept_pairs,
+        "rf_cutoff": constraints.cutoff,
+        "beta": float(beta),
     }

@@ -10,6 +10,7 @@ Takes scores (or a score callable); imports nothing from :mod:`torch_wge.nn`.
 - :class:`LinkPredictionResults`: MRR, MR, Hits@k overall, per side and per
   relation, with ``results["both.mrr"]`` keys and JSON export.
 """
+
 from torch_wge.evaluation.evaluator import LinkPredictionEvaluator, ScoreFn
 from torch_wge.evaluation.kge import kge_score_fn
 from torch_wge.evaluation.ranks import RANK_TYPES, Ranks, RankType, all_filtered_ranks, filtered_ranks

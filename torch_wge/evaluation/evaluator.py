@@ -12,6 +12,7 @@ entities :math:`e \neq` target with :math:`(h, r, e)` (tail side) or
 :math:`(e, r, t)` (head side) among the known (train, valid and test)
 triples, are removed before ranking. The target is never removed.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional, Union
@@ -119,9 +120,7 @@ class LinkPredictionEvaluator:
         #: Entity to rank, ``[Q]``.
         self.query_target = torch.cat([tail, head])
         #: ``0`` (tail query) or ``1`` (head query), ``[Q]``.
-        self.query_side = torch.cat(
-            [torch.full((num_triples,), TAIL), torch.full((num_triples,), HEAD)]
-        )
+        self.query_side = torch.cat([torch.full((num_triples,), TAIL), torch.full((num_triples,), HEAD)])
         #: KG relation id :math:`r \in [0, R)` of each query, ``[Q]``.
         self.query_kg_relation = torch.cat([relation, relation])
 
@@ -204,7 +203,9 @@ class LinkPredictionEvaluator:
         total = int(self._filter_cumsum[stop] - self._filter_cumsum[start])
         if total == 0:
             return None, None
-        rows, position = expand_segments(tensors["filter_start"][start:stop], tensors["filter_count"][start:stop], total)
+        rows, position = expand_segments(
+            tensors["filter_start"][start:stop], tensors["filter_count"][start:stop], total
+        )
         return rows, tensors["filter_answers"][position]
 
     def filter_index(self, start: int = 0, stop: Optional[int] = None) -> Tensor:
@@ -231,9 +232,7 @@ class LinkPredictionEvaluator:
         stop = self.num_queries if stop is None else int(stop)
         start = int(start)
         if not 0 <= start <= stop <= self.num_queries:
-            raise ValueError(
-                f"need 0 <= start <= stop <= {self.num_queries}, got start={start}, stop={stop}"
-            )
+            raise ValueError(f"need 0 <= start <= stop <= {self.num_queries}, got start={start}, stop={stop}")
         return start, stop
 
     def compute_ranks(
@@ -358,9 +357,7 @@ class LinkPredictionEvaluator:
             >>> results.num_queries, 0 < results["both.mrr"] <= 1
             (2, True)
         """
-        ranks = self.compute_ranks(
-            score_fn, batch_size, progress=progress, device=device, rank_type=rank_type
-        )
+        ranks = self.compute_ranks(score_fn, batch_size, progress=progress, device=device, rank_type=rank_type)
         return self.summarize(ranks, rank_type=rank_type)
 
     def __repr__(self) -> str:

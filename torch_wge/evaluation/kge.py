@@ -1,5 +1,6 @@
 r"""Scoring every entity as the answer of a query with a PyG KGE model
 (:class:`torch_geometric.nn.kge.KGEModel`), for the filtered evaluator."""
+
 from typing import Callable
 
 import torch

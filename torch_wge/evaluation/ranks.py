@@ -33,6 +33,7 @@ ordinary values (they tie with themselves).
 the score matrix is made, and a target that itself scores :math:`-\infty`
 does not tie with the filtered entries.
 """
+
 from __future__ import annotations
 
 from typing import Literal, NamedTuple, Optional

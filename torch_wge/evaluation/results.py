@@ -28,6 +28,7 @@ is not a hit at :math:`k`.
 Per-relation values come from :meth:`LinkPredictionResults.metric` with
 ``relation=r`` or from :meth:`LinkPredictionResults.per_relation`.
 """
+
 from __future__ import annotations
 
 import re
@@ -298,9 +299,7 @@ class LinkPredictionResults:
             header,
         ]
         for side in SIDES:
-            out.append(
-                line(side, self.metric("count", side), {m: self.metric(m, side) for m in METRICS})
-            )
+            out.append(line(side, self.metric("count", side), {m: self.metric(m, side) for m in METRICS}))
         if per_relation:
             rows = self.per_relation()
             count = {row["relation"]: row["count"] for row in rows if row["side"] == "both"}
@@ -310,7 +309,7 @@ class LinkPredictionResults:
             out.append("")
             out.append(f"{'relation':<{width}}{'side':<6}" + header[10:])
             for row in rows:
-                name = names[row["relation"]][:width - 2]
+                name = names[row["relation"]][: width - 2]
                 out.append(f"{name:<{width}}{row['side']:<6}" + line("", row["count"], row)[10:])
         return "\n".join(out)
 

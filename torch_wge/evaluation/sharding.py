@@ -1,6 +1,7 @@
 r"""Filtered ranking sharded over the processes of a
 :mod:`torch.distributed` process group: each process ranks a contiguous,
 chunk-aligned part of the queries and every process gets all ranks."""
+
 from typing import Optional, Tuple
 
 import torch
@@ -26,8 +27,9 @@ def chunk_shard_bounds(size: int, chunk: int, rank: int, world_size: int) -> Tup
     return min(first * chunk, size), min(last * chunk, size)
 
 
-def sharded_ranks(evaluator, score_fn, batch_size: int, group=None, device: Optional[torch.device] = None,
-                  **kwargs) -> Tensor:
+def sharded_ranks(
+    evaluator, score_fn, batch_size: int, group=None, device: Optional[torch.device] = None, **kwargs
+) -> Tensor:
     r"""Ranks of all queries of a
     :class:`~torch_wge.evaluation.LinkPredictionEvaluator`, each process of
     ``group`` (default: all) ranking its part (:func:`chunk_shard_bounds`)

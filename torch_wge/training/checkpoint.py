@@ -1,5 +1,6 @@
 """Checkpoint files: atomic writes, safe loading, and the checks that a
 checkpoint fits the run or the data it is used with."""
+
 import hashlib
 import json
 import pickle
@@ -9,6 +10,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 import torch
 
 from torch_wge import io
+from torch_wge.nn.models.two_view_encoder import current_key
 from torch_wge.training.config import TrainConfig
 
 FORMAT = "torch_wge-checkpoint-v1"
@@ -118,3 +120,25 @@ def check_resumable(state: Dict[str, Any], config: Dict[str, Any], path) -> None
 def _first_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def upgrade_optimizer_state(model_state: Dict[str, Any], optimizer_state: Dict[str, Any], model) -> Dict[str, Any]:
+    """The optimiser state of a checkpoint in the parameter order of ``model``.
+
+    An optimiser's state is keyed by the position of each parameter in
+    ``model.parameters()``. Checkpoints written before the encoder became a
+    stack of :class:`~torch_wge.nn.TwoViewConv` layers list its parameters
+    view by view (``ef_convs.0``, ``ef_convs.1``, ..., ``rf_convs.0``, ...);
+    the model now registers them layer by layer. Their state is moved to the
+    positions of the same parameters today; other checkpoints are returned
+    unchanged."""
+    if all(current_key(key) == key for key in model_state):
+        return optimizer_state
+    names_now = [name for name, _ in model.named_parameters()]
+    parameters = set(names_now)
+    # a state dict lists parameters in their order of registration
+    order_then = [name for name in map(current_key, model_state) if name in parameters]
+    position_then = {name: i for i, name in enumerate(order_then)}
+    state = optimizer_state["state"]
+    moved = {now: state[position_then[name]] for now, name in enumerate(names_now) if position_then[name] in state}
+    return {**optimizer_state, "state": moved}

@@ -27,12 +27,32 @@ CHOICES = {
 #:   linear warm-up and a cosine decay to zero over 200 epochs.
 RECIPES: Dict[str, Dict[str, Any]] = {
     "paper": dict(
-        epochs=3000, batch_size=1024, lr=5e-4, schedule="constant", warmup_epochs=0, objective="bce",
-        label_smoothing=0.1, dropout=0.5, grad_clip=0.5, n3=0.0, relation_prediction=0.0, eval_every=10,
+        epochs=3000,
+        batch_size=1024,
+        lr=5e-4,
+        schedule="constant",
+        warmup_epochs=0,
+        objective="bce",
+        label_smoothing=0.1,
+        dropout=0.5,
+        grad_clip=0.5,
+        n3=0.0,
+        relation_prediction=0.0,
+        eval_every=10,
     ),
     "fast": dict(
-        epochs=200, batch_size=1024, lr=1e-2, schedule="cosine", warmup_epochs=5, objective="softmax",
-        label_smoothing=0.1, dropout=0.5, grad_clip=0.5, n3=0.0, relation_prediction=0.0, eval_every=10,
+        epochs=200,
+        batch_size=1024,
+        lr=1e-2,
+        schedule="cosine",
+        warmup_epochs=5,
+        objective="softmax",
+        label_smoothing=0.1,
+        dropout=0.5,
+        grad_clip=0.5,
+        n3=0.0,
+        relation_prediction=0.0,
+        eval_every=10,
     ),
 }
 
@@ -104,7 +124,10 @@ class TrainConfig:
     def validate(self) -> None:
         """Raises :class:`ValueError` with a one-line message on a bad setting."""
         checks = [
-            (self.channels > 0 and self.channels % 4 == 0, f"channels must be a positive multiple of 4, got {self.channels}"),
+            (
+                self.channels > 0 and self.channels % 4 == 0,
+                f"channels must be a positive multiple of 4, got {self.channels}",
+            ),
             (0.0 <= self.beta <= 1.0, f"beta must be in [0, 1], got {self.beta}"),
             (self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}"),
             (self.batch_size > 0, f"batch size must be positive, got {self.batch_size}"),
@@ -117,12 +140,17 @@ class TrainConfig:
             (0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
             (0.0 <= self.label_smoothing < 1.0, f"label smoothing must be in [0, 1), got {self.label_smoothing}"),
             (0.0 <= self.n3 < math.inf, f"n3 must be >= 0 and finite, got {self.n3}"),
-            (0.0 <= self.relation_prediction < math.inf,
-             f"relation prediction weight must be >= 0 and finite, got {self.relation_prediction}"),
+            (
+                0.0 <= self.relation_prediction < math.inf,
+                f"relation prediction weight must be >= 0 and finite, got {self.relation_prediction}",
+            ),
             (0.0 <= self.grad_clip < math.inf, f"grad_clip must be finite and >= 0 (0: off), got {self.grad_clip}"),
             (self.eval_every > 0, f"eval_every must be positive, got {self.eval_every}"),
             (self.patience is None or self.patience > 0, f"patience must be positive, got {self.patience}"),
-            (self.time_limit is None or self.time_limit > 0, f"time limit must be positive (minutes), got {self.time_limit}"),
+            (
+                self.time_limit is None or self.time_limit > 0,
+                f"time limit must be positive (minutes), got {self.time_limit}",
+            ),
         ]
         checks += [
             (getattr(self, name) in choices, f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
@@ -162,6 +190,13 @@ class TrainConfig:
     #: Settings that change the model's parameters or graph; a checkpoint made
     #: under other values of these cannot be resumed or evaluated here.
     MODEL_KEYS = (
-        "dataset", "channels", "num_layers", "alpha0", "views", "conv",
-        "beta", "predicate_entities", "relation_edges",
+        "dataset",
+        "channels",
+        "num_layers",
+        "alpha0",
+        "views",
+        "conv",
+        "beta",
+        "predicate_entities",
+        "relation_edges",
     )

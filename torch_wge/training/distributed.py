@@ -46,6 +46,7 @@ training is unchanged. The scheme, with :math:`W` processes:
   Resuming, rank 0 reads ``last.pt`` and broadcasts it, so the other
   processes (and other machines) need no access to the run folder.
 """
+
 import atexit
 import hashlib
 import os
@@ -80,10 +81,12 @@ _MOVED = {
 def __getattr__(name: str):
     if name in _MOVED:
         new_name, value = _MOVED[name]
-        warnings.warn(f"torch_wge.training.distributed.{name} is deprecated; use {new_name}",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"torch_wge.training.distributed.{name} is deprecated; use {new_name}", DeprecationWarning, stacklevel=2
+        )
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 T = TypeVar("T")
 
@@ -273,6 +276,7 @@ class DistributedContext:
                 result = fn()
             self.barrier()
         return result
+
 
 # ----------------------------------------------------------- loss module
 class BatchLoss(torch.nn.Module):

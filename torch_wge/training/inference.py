@@ -4,12 +4,12 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from torch_wge.data import num_kg_relations
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
+from torch_wge.evaluation.sharding import sharded_ranks
 from torch_wge.nn import WGE
 from torch_wge.training.checkpoint import check_compatible, check_vocabulary, load_checkpoint, vocabulary_digest
 from torch_wge.training.config import TrainConfig
-from torch_wge.data import num_kg_relations
-from torch_wge.evaluation.sharding import sharded_ranks
 from torch_wge.training.data import graph_sizes, graph_transform, load_data, split_triples
 from torch_wge.training.distributed import DistributedContext
 from torch_wge.training.model import build_model, resolve_device
@@ -17,8 +17,12 @@ from torch_wge.training.model import build_model, resolve_device
 
 @torch.no_grad()
 def evaluate_model(
-    model: WGE, graph_inputs: Dict[str, Any], evaluator: LinkPredictionEvaluator, batch_size: int = 1024,
-    progress: bool = False, distributed: Optional[DistributedContext] = None,
+    model: WGE,
+    graph_inputs: Dict[str, Any],
+    evaluator: LinkPredictionEvaluator,
+    batch_size: int = 1024,
+    progress: bool = False,
+    distributed: Optional[DistributedContext] = None,
 ) -> LinkPredictionResults:
     """Filtered ranking with ``model`` in eval mode; the encoder runs once for all queries.
 
@@ -35,14 +39,17 @@ def evaluate_model(
 
     if distributed is not None and distributed.enabled:
         gather_device = distributed.device if distributed.device.type == "cuda" else None
-        ranks = sharded_ranks(evaluator, score_fn, batch_size, device=gather_device,
-                              progress=progress and distributed.is_main)
+        ranks = sharded_ranks(
+            evaluator, score_fn, batch_size, device=gather_device, progress=progress and distributed.is_main
+        )
         return evaluator.summarize(ranks)
     return evaluator.evaluate(score_fn, batch_size=batch_size, progress=progress)
 
 
 def load_trained(
-    checkpoint: Union[str, Path], root: Optional[str] = None, device: Optional[str] = None,
+    checkpoint: Union[str, Path],
+    root: Optional[str] = None,
+    device: Optional[str] = None,
     data: Optional[Data] = None,
     force_reload: bool = False,
 ) -> Tuple[WGE, TrainConfig, Optional[InMemoryDataset], Data]:
@@ -81,8 +88,13 @@ def graph_inputs_on(model: WGE, data: Data) -> Dict[str, Any]:
 
 
 def evaluate_checkpoint(
-    checkpoint: Union[str, Path], split: str = "test", root: Optional[str] = None, device: Optional[str] = None,
-    progress: bool = False, data: Optional[Data] = None, force_reload: bool = False,
+    checkpoint: Union[str, Path],
+    split: str = "test",
+    root: Optional[str] = None,
+    device: Optional[str] = None,
+    progress: bool = False,
+    data: Optional[Data] = None,
+    force_reload: bool = False,
 ) -> Tuple[LinkPredictionResults, Optional[InMemoryDataset]]:
     """Filtered link-prediction metrics of a checkpoint on ``split``; returns them and the dataset
     (:obj:`None` when the graph is passed as ``data``, see :func:`load_trained`)."""
@@ -105,9 +117,16 @@ def _index(names: Optional[List[str]], name: Union[str, int], kind: str, dataset
 
 @torch.no_grad()
 def predict(
-    checkpoint: Union[str, Path], entity: Union[str, int], relation: Union[str, int], predict_tails: bool = True,
-    top_k: int = 10, filter_known: bool = False, root: Optional[str] = None, device: Optional[str] = None,
-    data: Optional[Data] = None, force_reload: bool = False,
+    checkpoint: Union[str, Path],
+    entity: Union[str, int],
+    relation: Union[str, int],
+    predict_tails: bool = True,
+    top_k: int = 10,
+    filter_known: bool = False,
+    root: Optional[str] = None,
+    device: Optional[str] = None,
+    data: Optional[Data] = None,
+    force_reload: bool = False,
 ) -> List[Dict[str, Any]]:
     """Top-``k`` answers of ``(entity, relation, ?)`` (or ``(?, relation, entity)``
     with ``predict_tails=False``), identifiers as in the dataset's files, or

@@ -1,4 +1,5 @@
 """The run folder of a training run: its lock and its append-only log."""
+
 import errno
 import fcntl
 import json

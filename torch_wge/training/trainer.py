@@ -10,12 +10,18 @@ from tqdm.auto import tqdm
 
 from torch_wge import __version__, io
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
+from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.training.checkpoint import (
-    CheckpointError, check_compatible, check_resumable, check_vocabulary, load_checkpoint, save_checkpoint,
+    CheckpointError,
+    check_compatible,
+    check_resumable,
+    check_vocabulary,
+    load_checkpoint,
+    save_checkpoint,
+    upgrade_optimizer_state,
 )
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
-from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.training.distributed import BatchLoss, DistributedContext, dropout_seed, wrap_data_parallel
 from torch_wge.training.inference import evaluate_model
 from torch_wge.training.model import build_model, check_memory
@@ -85,8 +91,13 @@ class Trainer:
     """
 
     def __init__(
-        self, config: TrainConfig, data: Data, out_dir: Union[str, Path], progress: bool = True,
-        backend: Optional[str] = None, vocabulary: Optional[str] = None,
+        self,
+        config: TrainConfig,
+        data: Data,
+        out_dir: Union[str, Path],
+        progress: bool = True,
+        backend: Optional[str] = None,
+        vocabulary: Optional[str] = None,
     ):
         config.validate()
         self.config = config
@@ -109,7 +120,9 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
         self.generator = torch.Generator().manual_seed(config.seed)
 
-        self.queries = TrainingQueries(split_triples(data, "train"), self.graph["num_entities"], self.graph["num_relations"])
+        self.queries = TrainingQueries(
+            split_triples(data, "train"), self.graph["num_entities"], self.graph["num_relations"]
+        )
         known = split_triples(data, "all")
         self.evaluators = {
             split: LinkPredictionEvaluator(
@@ -185,8 +198,15 @@ class Trainer:
 
     def best_state(self, model: Dict[str, Any], epoch: int, valid: Dict[str, float]) -> Dict[str, Any]:
         """The content of ``best.pt``: the best model's weights, epoch and validation metrics."""
-        return {"config": self.config.to_dict(), "graph": self.graph, "epoch": epoch, "model": model,
-                "valid": valid, "version": __version__, "vocabulary": self.vocabulary}
+        return {
+            "config": self.config.to_dict(),
+            "graph": self.graph,
+            "epoch": epoch,
+            "model": model,
+            "valid": valid,
+            "version": __version__,
+            "vocabulary": self.vocabulary,
+        }
 
     def load_state(self, path: Union[str, Path]) -> None:
         """Restores a ``last.pt`` written by this trainer (same dataset and model settings).
@@ -204,7 +224,7 @@ class Trainer:
 
     def _restore(self, state: Dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(upgrade_optimizer_state(state["model"], state["optimizer"], self.model))
         self.epoch, self.best, self.wall_seconds = state["epoch"], state["best"], state["wall_seconds"]
         torch.set_rng_state(state["rng"]["torch"].cpu())
         if state["rng"]["cuda"] is not None and torch.cuda.is_available():
@@ -281,8 +301,13 @@ class Trainer:
         if resume:
             self._restore(state)
         cfg = self.config
-        bar = tqdm(total=cfg.epochs, initial=self.epoch, desc="epochs", unit="epoch",
-                   disable=not (self.progress and self.dist.is_main))
+        bar = tqdm(
+            total=cfg.epochs,
+            initial=self.epoch,
+            desc="epochs",
+            unit="epoch",
+            disable=not (self.progress and self.dist.is_main),
+        )
         while self.epoch < cfg.epochs and not self._should_stop() and not self._out_of_time():
             tic = time.perf_counter()
             loss = self.train_epoch()
@@ -295,8 +320,16 @@ class Trainer:
             self.epoch += 1
             seconds = time.perf_counter() - tic
             self.wall_seconds += seconds
-            self._log({"event": "epoch", "epoch": self.epoch, "loss": loss, "lr": self.config.learning_rate(self.epoch - 1), "seconds": seconds,
-                       "wall_seconds": self.wall_seconds})
+            self._log(
+                {
+                    "event": "epoch",
+                    "epoch": self.epoch,
+                    "loss": loss,
+                    "lr": self.config.learning_rate(self.epoch - 1),
+                    "seconds": seconds,
+                    "wall_seconds": self.wall_seconds,
+                }
+            )
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", best_mrr=f"{max(self.best['mrr'], 0):.4f}")
             new_best = None
@@ -340,10 +373,21 @@ class Trainer:
             self.best = {"epoch": self.epoch, "mrr": mrr, "evaluations_since": 0}
         else:
             self.best["evaluations_since"] += 1
-        self._log({"event": "eval", "split": "valid", "epoch": self.epoch, "seconds": seconds,
-                   "wall_seconds": self.wall_seconds, **results.to_flat_dict()})
+        self._log(
+            {
+                "event": "eval",
+                "split": "valid",
+                "epoch": self.epoch,
+                "seconds": seconds,
+                "wall_seconds": self.wall_seconds,
+                **results.to_flat_dict(),
+            }
+        )
         if self.dist.is_main:
-            bar.write(f"epoch {self.epoch:5d} | valid {results.summary_line()} | {seconds:.2f}s" + (" | best" if improved else ""))
+            bar.write(
+                f"epoch {self.epoch:5d} | valid {results.summary_line()} | {seconds:.2f}s"
+                + (" | best" if improved else "")
+            )
         return results.to_flat_dict() if improved else None
 
     def _read_best(self, path: Path, map_location) -> Optional[Dict[str, Any]]:
@@ -379,5 +423,12 @@ class Trainer:
         }
         if self.dist.is_main:
             io.write_json(self.out_dir / "results.json", record)
-        self._log({"event": "final", "best_epoch": self.best["epoch"], "valid": valid.to_flat_dict(), "test": test.to_flat_dict()})
+        self._log(
+            {
+                "event": "final",
+                "best_epoch": self.best["epoch"],
+                "valid": valid.to_flat_dict(),
+                "test": test.to_flat_dict(),
+            }
+        )
         return record

@@ -14,6 +14,7 @@ All read only the training triples, from any knowledge-graph layout of
 :obj:`ENTITY_FOCUSED`, :obj:`RELATION_FOCUSED` and :obj:`LEVI` name the
 attributes of each view.
 """
+
 from torch_wge.transforms.entity_focused import EntityFocusedTransform
 from torch_wge.transforms.levi import LeviGraphTransform
 from torch_wge.transforms.relation_focused import (
@@ -30,14 +31,14 @@ from torch_wge.transforms.views import (
 )
 
 __all__ = [
-    'EntityFocusedTransform',
-    'RelationFocusedTransform',
-    'LeviGraphTransform',
-    'RelationFocusedConstraints',
-    'relation_focused_constraints',
-    'TwoViewData',
-    'GraphView',
-    'ENTITY_FOCUSED',
-    'RELATION_FOCUSED',
-    'LEVI',
+    "EntityFocusedTransform",
+    "RelationFocusedTransform",
+    "LeviGraphTransform",
+    "RelationFocusedConstraints",
+    "relation_focused_constraints",
+    "TwoViewData",
+    "GraphView",
+    "ENTITY_FOCUSED",
+    "RELATION_FOCUSED",
+    "LEVI",
 ]

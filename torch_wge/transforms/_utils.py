@@ -1,4 +1,5 @@
 """Small tensor helpers shared by the graph-view transforms."""
+
 from typing import Tuple
 
 import torch

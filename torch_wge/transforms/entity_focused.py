@@ -1,4 +1,5 @@
 """The entity-focused view of WGE (Tong et al., ESWC 2023, Section 3.1)."""
+
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
@@ -48,10 +49,10 @@ class EntityFocusedTransform(BaseTransform):
         tensor([[0, 1],
                 [1, 0]])
     """
+
     def forward(self, data: Data) -> TwoViewData:
         head, _, tail, _ = training_triples(data)
-        return add_view(data, ENTITY_FOCUSED,
-                        undirected_edges(head, tail, data.num_nodes))
+        return add_view(data, ENTITY_FOCUSED, undirected_edges(head, tail, data.num_nodes))
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}()'
+        return f"{self.__class__.__name__}()"

@@ -1,4 +1,5 @@
 """The single Levi-graph view of WGE's ablation study (variant 5)."""
+
 import torch
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
@@ -49,6 +50,7 @@ class LeviGraphTransform(BaseTransform):
         >>> edge_index[:, edge_index[0] < edge_index[1]].t().tolist()
         [[0, 2], [0, 3], [1, 2], [1, 3]]
     """
+
     def forward(self, data: Data) -> TwoViewData:
         head, rel, tail, R = training_triples(data)
         N = int(data.num_nodes)
@@ -56,8 +58,7 @@ class LeviGraphTransform(BaseTransform):
         inv_node = N + R + rel
         src = torch.cat([head, rel_node, tail, inv_node])
         dst = torch.cat([rel_node, tail, inv_node, head])
-        return add_view(data, LEVI, undirected_edges(src, dst, N + 2 * R),
-                        N + 2 * R)
+        return add_view(data, LEVI, undirected_edges(src, dst, N + 2 * R), N + 2 * R)
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}()'
+        return f"{self.__class__.__name__}()"

@@ -1,4 +1,5 @@
 """The relation-focused view of WGE (Tong et al., ESWC 2023, Section 3.1)."""
+
 import math
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -26,6 +27,7 @@ class RelationFocusedConstraints(NamedTuple):
     Relations are numbered :math:`0, \ldots, 2|\mathcal{R}| - 1`; relation
     :math:`r + |\mathcal{R}|` is the inverse of relation :math:`r`.
     """
+
     #: Distinct :math:`(r_s, r_o)` pairs, ranked by count (descending), ties
     #: by :math:`r_s`, then :math:`r_o` (ascending); shape :math:`(P, 2)`.
     pairs: Tensor
@@ -82,15 +84,13 @@ class _Incidences(NamedTuple):
     ptr: Tensor  # (N,) first incidence of each entity
 
 
-def _incidences(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int,
-                num_relations: int) -> _Incidences:
+def _incidences(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int, num_relations: int) -> _Incidences:
     # Distinct (r_s, e_p) with e_p a tail of r_s, inverse relations added:
     # (h, r, t) gives (r, t) and (r + R, h). Entity e is a head of relation r
     # exactly when it is a tail of the inverse of r, so the outgoing
     # relations of e are its incoming ones, flipped: nothing more to store.
     num_rel2 = 2 * num_relations
-    key = torch.cat([tail * num_rel2 + rel,
-                     head * num_rel2 + rel + num_relations])
+    key = torch.cat([tail * num_rel2 + rel, head * num_rel2 + rel + num_relations])
     key = torch.unique(key)  # sorted by entity, then relation
     entity, relation = key // num_rel2, key % num_rel2
     degree = torch.bincount(entity, minlength=num_nodes)
@@ -113,8 +113,7 @@ def _chunks(inc: _Incidences, max_products: int) -> List[Tuple[int, int]]:
     return list(zip(starts, ends))
 
 
-def _products(inc: _Incidences, start: int, end: int,
-              num_relations: int) -> Tuple[Tensor, Tensor, Tensor]:
+def _products(inc: _Incidences, start: int, end: int, num_relations: int) -> Tuple[Tensor, Tensor, Tensor]:
     # All constraints of the entities in incidences [start, end):
     # returns (incoming incidence i, incidence j of the outgoing relation,
     # validity), where the constraint is
@@ -136,10 +135,17 @@ class _Extraction(NamedTuple):
     inc: _Incidences
 
 
-def _extract(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int,
-             num_relations: int, beta: float, return_constraints: bool,
-             return_incidences: bool,
-             max_products: Optional[int] = None) -> _Extraction:
+def _extract(
+    head: Tensor,
+    rel: Tensor,
+    tail: Tensor,
+    num_nodes: int,
+    num_relations: int,
+    beta: float,
+    return_constraints: bool,
+    return_incidences: bool,
+    max_products: Optional[int] = None,
+) -> _Extraction:
     beta = _check_beta(beta)
     if max_products is None:
         max_products = MAX_CHUNK_PRODUCTS
@@ -168,16 +174,14 @@ def _extract(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int,
         count = pair_count_all[pid]
     elif sparse_ids:
         pid, inverse = torch.unique(torch.cat(sparse_ids), return_inverse=True)
-        count = torch.zeros(pid.numel(), dtype=torch.long).scatter_add_(
-            0, inverse, torch.cat(sparse_counts))
+        count = torch.zeros(pid.numel(), dtype=torch.long).scatter_add_(0, inverse, torch.cat(sparse_counts))
     else:
         pid = count = torch.empty(0, dtype=torch.long)
     count, order = torch.sort(count, descending=True, stable=True)
     pid = pid[order]
     k = num_top_pairs(beta, pid.numel())
     cutoff = int(count[k - 1]) if k > 0 else None
-    pair_kept = (count >= cutoff if cutoff is not None else
-                 torch.zeros_like(count, dtype=torch.bool))
+    pair_kept = count >= cutoff if cutoff is not None else torch.zeros_like(count, dtype=torch.bool)
     kept_ids = torch.sort(pid[pair_kept]).values
 
     def is_kept(p: Tensor) -> Tensor:
@@ -197,15 +201,13 @@ def _extract(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int,
     if return_constraints or (return_incidences and num_kept > 0):
         parts, kept_parts = [], []
         for start, end in chunks:
-            src, dst, p = cache if cache is not None else _products(
-                inc, start, end, R)
+            src, dst, p = cache if cache is not None else _products(inc, start, end, R)
             kept = is_kept(p)
             if return_incidences:
                 in_used[src[kept]] = True
                 out_used[dst[kept]] = True
             if return_constraints:
-                parts.append(torch.stack([p // R2, inc.entity[src], p % R2],
-                                         dim=1))
+                parts.append(torch.stack([p // R2, inc.entity[src], p % R2], dim=1))
                 kept_parts.append(kept)
         if return_constraints:
             if parts:
@@ -215,8 +217,7 @@ def _extract(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int,
                 constraints = torch.empty(0, 3, dtype=torch.long)
                 constraint_kept = torch.empty(0, dtype=torch.bool)
             # Products come grouped by entity; sort within (e_p, r_s, r_o).
-            key = (constraints[:, 1] * R2 + constraints[:, 0]) * R2 \
-                + constraints[:, 2]
+            key = (constraints[:, 1] * R2 + constraints[:, 0]) * R2 + constraints[:, 2]
             order = torch.argsort(key)
             constraints = constraints[order]
             constraint_kept = constraint_kept[order]
@@ -277,10 +278,17 @@ def relation_focused_constraints(
         [[0, 1, 1], [3, 1, 2]]
     """
     head, rel, tail, num_relations = training_triples(data)
-    return _extract(head, rel, tail, int(data.num_nodes),
-                    num_relations, beta, return_constraints,
-                    return_incidences=False,
-                    max_products=max_chunk_products).result
+    return _extract(
+        head,
+        rel,
+        tail,
+        int(data.num_nodes),
+        num_relations,
+        beta,
+        return_constraints,
+        return_incidences=False,
+        max_products=max_chunk_products,
+    ).result
 
 
 class RelationFocusedTransform(BaseTransform):
@@ -369,22 +377,23 @@ class RelationFocusedTransform(BaseTransform):
         >>> edge_index[:, edge_index[0] < edge_index[1]].t().tolist()
         [[1, 3], [1, 4], [1, 5], [1, 6], [3, 4], [5, 6]]
     """
-    def __init__(self, beta: float = 0.2, predicate_entities: bool = True,
-                 relation_edges: bool = True):
+
+    def __init__(self, beta: float = 0.2, predicate_entities: bool = True, relation_edges: bool = True):
         self.beta = _check_beta(beta)
         self.predicate_entities = bool(predicate_entities)
         self.relation_edges = bool(relation_edges)
         if not self.predicate_entities and not self.relation_edges:
             raise ValueError(
                 f"'{self.__class__.__name__}' with predicate_entities=False "
-                f"and relation_edges=False would have no edges; enable one")
+                f"and relation_edges=False would have no edges; enable one"
+            )
 
     def forward(self, data: Data) -> TwoViewData:
         head, rel, tail, R = training_triples(data)
         N = int(data.num_nodes)
-        ext = _extract(head, rel, tail, N, R, self.beta,
-                       return_constraints=False,
-                       return_incidences=self.predicate_entities)
+        ext = _extract(
+            head, rel, tail, N, R, self.beta, return_constraints=False, return_incidences=self.predicate_entities
+        )
         src: List[Tensor] = []
         dst: List[Tensor] = []
         if self.predicate_entities:
@@ -399,11 +408,12 @@ class RelationFocusedTransform(BaseTransform):
             pairs = ext.result.pairs[ext.result.pair_kept]
             src.append(N + pairs[:, 0])
             dst.append(N + pairs[:, 1])
-        edge_index = undirected_edges(torch.cat(src), torch.cat(dst),
-                                      N + 2 * R)
+        edge_index = undirected_edges(torch.cat(src), torch.cat(dst), N + 2 * R)
         return add_view(data, RELATION_FOCUSED, edge_index, N + 2 * R)
 
     def __repr__(self) -> str:
-        return (f'{self.__class__.__name__}(beta={self.beta}, '
-                f'predicate_entities={self.predicate_entities}, '
-                f'relation_edges={self.relation_edges})')
+        return (
+            f"{self.__class__.__name__}(beta={self.beta}, "
+            f"predicate_entities={self.predicate_entities}, "
+            f"relation_edges={self.relation_edges})"
+        )

@@ -1,5 +1,6 @@
 r"""Where the graph views of WGE lie on a data object, and the data class
 that batches them."""
+
 from typing import Any, NamedTuple, Optional
 
 import torch
@@ -9,6 +10,7 @@ from torch_geometric.data import Data
 
 class GraphView(NamedTuple):
     r"""The attributes that hold one graph view on a data object."""
+
     #: Attribute with the view's edges, :math:`(2, |\mathcal{E}|)`.
     edge_index: str
     #: Attribute with the number of nodes the edges index.
@@ -16,13 +18,13 @@ class GraphView(NamedTuple):
 
 
 #: :class:`~torch_wge.transforms.EntityFocusedTransform`: the entities.
-ENTITY_FOCUSED = GraphView('ef_edge_index', 'num_nodes')
+ENTITY_FOCUSED = GraphView("ef_edge_index", "num_nodes")
 #: :class:`~torch_wge.transforms.RelationFocusedTransform`: the entities, then
 #: the relations, then the inverse relations.
-RELATION_FOCUSED = GraphView('rf_edge_index', 'rf_num_nodes')
+RELATION_FOCUSED = GraphView("rf_edge_index", "rf_num_nodes")
 #: :class:`~torch_wge.transforms.LeviGraphTransform`: the node layout of
 #: :obj:`RELATION_FOCUSED`.
-LEVI = GraphView('levi_edge_index', 'levi_num_nodes')
+LEVI = GraphView("levi_edge_index", "levi_num_nodes")
 
 
 class TwoViewData(Data):
@@ -49,6 +51,7 @@ class TwoViewData(Data):
         tensor([[0, 3, 4, 7],
                 [3, 0, 7, 4]])
     """
+
     def __inc__(self, key: str, value: Any, *args, **kwargs) -> Any:
         for view in (RELATION_FOCUSED, LEVI):
             if key == view.edge_index:
@@ -56,8 +59,7 @@ class TwoViewData(Data):
         return super().__inc__(key, value, *args, **kwargs)
 
 
-def add_view(data: Data, view: GraphView, edge_index: Tensor,
-             num_nodes: Optional[int] = None) -> TwoViewData:
+def add_view(data: Data, view: GraphView, edge_index: Tensor, num_nodes: Optional[int] = None) -> TwoViewData:
     r"""Returns :obj:`data` as a :class:`TwoViewData` (the same object if it
     is one already, else a shallow copy) with :obj:`edge_index` and, unless
     :obj:`None`, :obj:`num_nodes` stored in the attributes of :obj:`view`."""

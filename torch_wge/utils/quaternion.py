@@ -11,6 +11,7 @@ contiguous blocks ``[r | i | j | k]`` of width :math:`n` each:
 Every function here works on the last dimension and broadcasts over the
 leading ones. A last dimension not divisible by 4 raises :class:`ValueError`.
 """
+
 from typing import Tuple
 
 import torch

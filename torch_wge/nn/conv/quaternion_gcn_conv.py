@@ -99,8 +99,7 @@ class QuaternionGCNConv(MessagePassing):
         out_quaternions = check_quaternion_size(out_channels, f"'{name}' out_channels")
         if add_self_loops and not normalize:
             raise ValueError(
-                f"'{name}' does not support adding self-loops to the graph when no "
-                f"on-the-fly normalization is applied"
+                f"'{name}' does not support adding self-loops to the graph when no on-the-fly normalization is applied"
             )
 
         self.in_channels = in_channels
@@ -155,8 +154,8 @@ class QuaternionGCNConv(MessagePassing):
                     else:
                         norm = _eager_gcn_norm
                     edge_index, edge_weight = norm(
-                        edge_index, edge_weight, x.size(self.node_dim), False,
-                        self.add_self_loops, self.flow, x.dtype)
+                        edge_index, edge_weight, x.size(self.node_dim), False, self.add_self_loops, self.flow, x.dtype
+                    )
                     if self.cached:
                         self._cached_edge_index = (edge_index, edge_weight)
                 else:
@@ -165,8 +164,8 @@ class QuaternionGCNConv(MessagePassing):
                 cache = self._cached_adj_t
                 if cache is None:
                     edge_index = gcn_norm(
-                        edge_index, edge_weight, x.size(self.node_dim), False,
-                        self.add_self_loops, self.flow, x.dtype)
+                        edge_index, edge_weight, x.size(self.node_dim), False, self.add_self_loops, self.flow, x.dtype
+                    )
                     if self.cached:
                         self._cached_adj_t = edge_index
                 else:

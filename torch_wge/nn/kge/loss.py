@@ -9,6 +9,7 @@ loss and logit gradient are formed in place in one small reused buffer, and
 the gradients of the queries and entities are accumulated from it at once, so
 backward is two scalings.
 """
+
 from typing import Callable, Dict
 
 import torch

@@ -9,6 +9,26 @@ from torch_wge.nn.conv import TwoViewConv
 from torch_wge.nn.conv.two_view_conv import CONVS  # noqa: F401 (re-exported from its former home)
 from torch_wge.utils.quaternion import check_quaternion_size
 
+#: A key of an encoder state dict written before the encoder became a stack of
+#: :class:`~torch_wge.nn.TwoViewConv` layers: ``ef_convs.{k}.weight`` and the like.
+_LEGACY_KEY = re.compile(r"^(.*?)(ef|rf)_(conv|norm)s\.(\d+)\.(.+)$")
+
+
+def current_key(key: str) -> str:
+    """The name today of a state-dict entry of a pre-:class:`~torch_wge.nn.TwoViewConv`
+    encoder (``[prefix]ef_convs.{k}.rest`` is ``[prefix]convs.{k}.ef_conv.rest``);
+    other keys are returned unchanged.
+
+    Example:
+        >>> current_key("encoder.rf_norms.1.running_mean")
+        'encoder.convs.1.rf_norm.running_mean'
+    """
+    match = _LEGACY_KEY.match(key)
+    if match is None:
+        return key
+    prefix, view, module, k, rest = match.groups()
+    return f"{prefix}convs.{k}.{view}_{module}.{rest}"
+
 
 class TwoViewEncoder(torch.nn.Module):
     r"""The two-view encoder of WGE
@@ -106,10 +126,8 @@ class TwoViewEncoder(torch.nn.Module):
         # Checkpoints written before the encoder became a stack of TwoViewConv
         # layers name each view's modules per list (``ef_convs.{k}.weight``);
         # they load as ``convs.{k}.ef_conv.weight``.
-        old = re.compile(rf"^{re.escape(prefix)}(ef|rf)_(conv|norm)s\.(\d+)\.(.+)$")
-        for key in [key for key in state_dict if old.match(key)]:
-            view, module, k, rest = old.match(key).groups()
-            state_dict[f"{prefix}convs.{k}.{view}_{module}.{rest}"] = state_dict.pop(key)
+        for key in [key for key in state_dict if key.startswith(prefix) and current_key(key) != key]:
+            state_dict[current_key(key)] = state_dict.pop(key)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(

@@ -11,7 +11,11 @@ from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
 from torch_wge.utils.quaternion import (
-    check_quaternion_size, hamilton_product, normalize_quaternion, quaternion_conjugate, quaternion_norm,
+    check_quaternion_size,
+    hamilton_product,
+    normalize_quaternion,
+    quaternion_conjugate,
+    quaternion_norm,
 )
 from torch_wge.utils.sparse import csr_adjacency
 
@@ -136,7 +140,10 @@ class WGE(torch.nn.Module):
             raise ValueError(f"'{name}' label_smoothing must be in [0, 1), got {label_smoothing}")
         if objective not in OBJECTIVES:
             raise ValueError(f"'{name}' objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
-        for weight_name, weight in (("n3_weight", n3_weight), ("relation_prediction_weight", relation_prediction_weight)):
+        for weight_name, weight in (
+            ("n3_weight", n3_weight),
+            ("relation_prediction_weight", relation_prediction_weight),
+        ):
             if not weight >= 0.0:
                 raise ValueError(f"'{name}' {weight_name} must be >= 0, got {weight}")
         self.num_entities = num_entities
@@ -155,7 +162,13 @@ class WGE(torch.nn.Module):
         inputs = VIEWS[views]
         self.encoder = (
             TwoViewEncoder(
-                channels, num_layers, "ef_edge_index" in inputs, "rf_edge_index" in inputs, conv, batch_norm, cached=True
+                channels,
+                num_layers,
+                "ef_edge_index" in inputs,
+                "rf_edge_index" in inputs,
+                conv,
+                batch_norm,
+                cached=True,
             )
             if num_layers > 0
             else None
@@ -251,8 +264,12 @@ class WGE(torch.nn.Module):
             positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with ``y_{bn} = 1``.
         """
         loss = one_to_n_loss(
-            self.queries(encoded, heads, relations), torch.stack(encoded.entities), positives,
-            self.layer_weights, self.objective, self.label_smoothing,
+            self.queries(encoded, heads, relations),
+            torch.stack(encoded.entities),
+            positives,
+            self.layer_weights,
+            self.objective,
+            self.label_smoothing,
         )
         if self.n3_weight > 0:
             loss = loss + self.n3_weight * self.n3(encoded, heads, relations, positives)

@@ -37,8 +37,12 @@ class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
     def from_batch_norm(cls, module: torch.nn.BatchNorm1d, process_group=None) -> "SyncedBatchNorm1d":
         """A copy of ``module`` (parameters, buffers and settings) that synchronises."""
         synced = cls(
-            module.num_features, process_group, eps=module.eps, momentum=module.momentum,
-            affine=module.affine, track_running_stats=module.track_running_stats,
+            module.num_features,
+            process_group,
+            eps=module.eps,
+            momentum=module.momentum,
+            affine=module.affine,
+            track_running_stats=module.track_running_stats,
         )
         ref = module.weight if module.affine else module.running_mean
         if ref is not None:
