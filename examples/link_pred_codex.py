@@ -1,13 +1,16 @@
 """Train WGE on a CoDEx dataset and report filtered link-prediction metrics.
 
 With no arguments this trains WGE (K = 2 layers, 256 real channels,
-beta = 0.2, alpha_0 = 0.9) on CoDEx-S with the fast recipe, keeps the
-checkpoint with the best validation MRR and reports it on the test split.
-``--recipe paper`` is the paper's own setting (Adam at a constant 5e-4,
-3000 epochs); any option given explicitly overrides the recipe's value:
+beta = 0.2, alpha_0 = 0.9) on CoDEx-S with the paper's setting (Adam at a
+constant 5e-4, 3000 epochs), keeps the checkpoint with the best validation
+MRR and reports it on the test split. ``--recipe fast`` (softmax
+cross-entropy, peak lr 1e-2 with warm-up and cosine decay, 200 epochs)
+reaches the paper recipe's validation MRR in about 7x fewer epochs, with a
+lower test MRR on CoDEx-S so far; any option given explicitly overrides the
+recipe's value:
 
     python examples/link_pred_codex.py
-    python examples/link_pred_codex.py --recipe paper
+    python examples/link_pred_codex.py --recipe fast
     python examples/link_pred_codex.py --dataset codex-m --time-limit 60   # stop after an hour
     python examples/link_pred_codex.py --num-layers 0                       # plain QuatE
     python examples/link_pred_codex.py --out runs/codex-s --resume          # continue a stopped run
@@ -30,7 +33,7 @@ parser.add_argument("--dataset", default="codex-s", choices=["codex-s", "codex-m
 parser.add_argument("--root", default="data", help="dataset folder (default: data)")
 parser.add_argument("--out", default=None, help="run folder (default: runs/<dataset>)")
 parser.add_argument("--resume", action="store_true", help="continue the run in --out")
-parser.add_argument("--recipe", default="fast", choices=sorted(RECIPES), help="training recipe (default: fast)")
+parser.add_argument("--recipe", default="paper", choices=sorted(RECIPES), help="training recipe (default: paper)")
 parser.add_argument("--epochs", type=int, default=None, help="default: the recipe's")
 parser.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the recipe's)")
 parser.add_argument("--objective", default=None, choices=["bce", "softmax"], help="default: the recipe's")
