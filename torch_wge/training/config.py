@@ -15,6 +15,21 @@ CHOICES = {
     "schedule": ("constant", "cosine"),
 }
 
+_PAPER = dict(
+    epochs=3000,
+    batch_size=1024,
+    lr=5e-4,
+    schedule="constant",
+    warmup_epochs=0,
+    objective="bce",
+    label_smoothing=0.1,
+    dropout=0.5,
+    grad_clip=0.5,
+    n3=0.0,
+    relation_prediction=0.0,
+    eval_every=10,
+)
+
 #: Training recipes: the optimisation settings a recipe fills in where a
 #: :class:`TrainConfig` leaves them ``None``.
 #:
@@ -26,34 +41,8 @@ CHOICES = {
 #:   instead of 1-N BCE, a 20x larger peak learning rate (1e-2), a 5-epoch
 #:   linear warm-up and a cosine decay to zero over 200 epochs.
 RECIPES: Dict[str, Dict[str, Any]] = {
-    "paper": dict(
-        epochs=3000,
-        batch_size=1024,
-        lr=5e-4,
-        schedule="constant",
-        warmup_epochs=0,
-        objective="bce",
-        label_smoothing=0.1,
-        dropout=0.5,
-        grad_clip=0.5,
-        n3=0.0,
-        relation_prediction=0.0,
-        eval_every=10,
-    ),
-    "fast": dict(
-        epochs=200,
-        batch_size=1024,
-        lr=1e-2,
-        schedule="cosine",
-        warmup_epochs=5,
-        objective="softmax",
-        label_smoothing=0.1,
-        dropout=0.5,
-        grad_clip=0.5,
-        n3=0.0,
-        relation_prediction=0.0,
-        eval_every=10,
-    ),
+    "paper": _PAPER,
+    "fast": {**_PAPER, "epochs": 200, "lr": 1e-2, "schedule": "cosine", "warmup_epochs": 5, "objective": "softmax"},
 }
 
 #: Learning rate of each recipe on CoDEx-L, where the research code used a smaller one.
