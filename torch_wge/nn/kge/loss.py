@@ -57,8 +57,8 @@ def _add_at(matrix: Tensor, rows: Tensor, cols: Tensor, value: float) -> None:
     flat.index_add_(0, rows * matrix.size(1) + cols, flat.new_full((rows.numel(),), value))
 
 
-#: name -> (chunk function, normaliser of a layer's summed loss: B N for
-#: "bce", the number of positive pairs T for "softmax").
+#: name -> chunk function; a layer's summed loss is divided by B N for
+#: "bce" and by the number of positive pairs T for "softmax".
 OBJECTIVES: Dict[str, Callable] = {"bce": _bce_chunk, "softmax": _softmax_chunk}
 
 
