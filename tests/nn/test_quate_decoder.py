@@ -48,6 +48,16 @@ def test_invariant_to_scaling_each_relation_quaternion():
     assert torch.allclose(decoder(h, scaled, t), decoder(h, r, t), atol=1e-10)
 
 
+def test_query_of_normalised_relations():
+    decoder = QuatEDecoder(8, batch_norm=False).double()
+    h, r, t = torch.randn(3, 5, 8, dtype=torch.float64)
+    n = r.unflatten(-1, (4, 2)).norm(dim=-2).repeat(1, 4)  # each quaternion's modulus, per component
+    unit = r / n
+    assert torch.allclose((decoder.query(h, unit, normalized=True) * t).sum(-1), paper_score(h, r, t), atol=1e-10)
+    # without the flag a non-unit r is normalised; with it, taken as it is
+    assert not torch.allclose(decoder.query(h, r, normalized=True), decoder.query(h, r), atol=1e-3)
+
+
 def test_batch_norm_and_dropout_on_query():
     torch.manual_seed(0)
     decoder = QuatEDecoder(8, dropout=0.5, batch_norm=True).double()

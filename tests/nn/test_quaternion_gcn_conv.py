@@ -107,6 +107,25 @@ def test_cached_normalisation_is_reused_and_cleared():
     assert conv._cached_edge_index is None
 
 
+def test_cached_csr_adjacency_gradients_match_dense_float64():
+    # a directed, weighted graph: the backward's cached transpose must be A^T, not A
+    torch.manual_seed(0)
+    edge_index = random_graph(9, 25, 6)
+    edge_weight = torch.rand(edge_index.size(1), dtype=torch.float64) + 0.1
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), edge_weight, (9, 9)).coalesce().to_sparse_csr()
+    conv = QuaternionGCNConv(8, 12, cached=True).double()
+    torch.nn.init.normal_(conv.bias)
+    for _ in range(2):  # the first call fills the cache, the second reads it
+        x = torch.randn(9, 8, dtype=torch.float64, requires_grad=True)
+        upstream = torch.randn(9, 12, dtype=torch.float64)
+        grads = torch.autograd.grad((conv(x, adj_t) * upstream).sum(), (x, conv.weight))
+        expected = dense_reference(conv, x, edge_index, edge_weight)
+        expected_grads = torch.autograd.grad((expected * upstream).sum(), (x, conv.weight))
+        assert conv._cached_transpose is not None
+        for grad, reference in zip(grads, expected_grads):
+            assert torch.allclose(grad, reference, atol=1e-10)
+
+
 def test_gradcheck_float64():
     edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
     conv = QuaternionGCNConv(4, 8).double()

@@ -27,3 +27,45 @@ def csr_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch
         return to_torch_csr_tensor(
             edge_index.flip(0), torch.ones(edge_index.size(1), dtype=dtype), size=(num_nodes, num_nodes)
         )
+
+
+class _MatmulWithTranspose(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, adj_t: Tensor, adj: Tensor, x: Tensor) -> Tensor:
+        ctx.save_for_backward(adj)
+        return adj_t @ x
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (adj,) = ctx.saved_tensors
+        return None, None, adj @ grad_out
+
+
+def matmul_with_transpose(adj_t: Tensor, adj: Tensor, x: Tensor) -> Tensor:
+    r"""The sparse-dense product :math:`\mathbf{A}^{\top} \mathbf{X}` whose
+    backward multiplies by the given :math:`\mathbf{A}` (``adj``, the
+    transpose of ``adj_t`` in the same sparse layout) instead of transposing
+    ``adj_t`` again on every call, as ``adj_t @ x`` does. Gradients flow to
+    ``x`` only: the adjacency is treated as a constant.
+
+    Shapes: ``adj_t [M, N]``, ``adj [N, M]``, ``x [N, F]`` give ``[M, F]``.
+
+    Example:
+        >>> adj_t = csr_adjacency(torch.tensor([[0, 0], [1, 2]]), 3)
+        >>> adj = csr_adjacency(torch.tensor([[1, 2], [0, 0]]), 3)
+        >>> x = torch.randn(3, 2, requires_grad=True)
+        >>> matmul_with_transpose(adj_t, adj, x).sum().backward()
+        >>> x.grad  # node 0 sends to nodes 1 and 2
+        tensor([[2., 2.],
+                [0., 0.],
+                [0., 0.]])
+    """
+    return _MatmulWithTranspose.apply(adj_t, adj, x)
+
+
+def csr_transpose(adj_t: Tensor) -> Tensor:
+    """The transpose of a ``torch.sparse_csr`` matrix, itself in CSR layout."""
+    with warnings.catch_warnings():
+        for notice in CSR_NOTICES:
+            warnings.filterwarnings("ignore", message=notice, category=UserWarning)
+        return adj_t.t().to_sparse_csr()

@@ -10,10 +10,12 @@ from torch_geometric.typing import Adj, OptPairTensor, OptTensor, SparseTensor
 from torch_geometric.utils import spmm
 
 from torch_wge.utils.quaternion import check_quaternion_size, quaternion_matrix
+from torch_wge.utils.sparse import csr_transpose, matmul_with_transpose
 
 #: :func:`gcn_norm` run eagerly inside a :func:`torch.compile` region (one
 #: graph break): TorchDynamo cannot trace it on a ``torch.sparse`` adjacency.
 _eager_gcn_norm = torch.compiler.disable(gcn_norm)
+_eager_csr_transpose = torch.compiler.disable(csr_transpose)
 
 
 class QuaternionGCNConv(MessagePassing):
@@ -81,6 +83,7 @@ class QuaternionGCNConv(MessagePassing):
 
     _cached_edge_index: Optional[OptPairTensor]
     _cached_adj_t: Optional[SparseTensor]
+    _cached_transpose: Optional[Tensor]
 
     def __init__(
         self,
@@ -109,6 +112,7 @@ class QuaternionGCNConv(MessagePassing):
         self.normalize = normalize
         self._cached_edge_index = None
         self._cached_adj_t = None
+        self._cached_transpose = None
 
         self.weight = Parameter(torch.empty(4, in_quaternions, out_quaternions))
         if bias:
@@ -128,6 +132,7 @@ class QuaternionGCNConv(MessagePassing):
             torch.nn.init.zeros_(self.bias)
         self._cached_edge_index = None
         self._cached_adj_t = None
+        self._cached_transpose = None
 
     def quaternion_matrix(self) -> Tensor:
         r"""The real matrix ``[F_in, F_out]`` that applies :math:`\mathbf{W} \otimes`."""
@@ -158,6 +163,9 @@ class QuaternionGCNConv(MessagePassing):
                     )
                     if self.cached:
                         self._cached_edge_index = (edge_index, edge_weight)
+                        if not torch.jit.is_scripting():
+                            if edge_index.layout == torch.sparse_csr:
+                                self._cached_transpose = _eager_csr_transpose(edge_index)
                 else:
                     edge_index, edge_weight = cache[0], cache[1]
             elif isinstance(edge_index, SparseTensor):
@@ -182,6 +190,12 @@ class QuaternionGCNConv(MessagePassing):
         return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
 
     def message_and_aggregate(self, adj_t: Adj, x: Tensor) -> Tensor:
+        if not torch.jit.is_scripting():
+            # the cached torch.sparse adjacency: backward reuses its cached
+            # transpose instead of transposing (and sorting) it on every call
+            cache, transpose = self._cached_edge_index, self._cached_transpose
+            if cache is not None and transpose is not None and adj_t is cache[0]:
+                return matmul_with_transpose(adj_t, transpose, x)
         return spmm(adj_t, x, reduce=self.aggr)
 
     def __repr__(self) -> str:

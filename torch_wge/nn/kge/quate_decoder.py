@@ -1,6 +1,7 @@
 import torch
 from torch import Tensor
 
+from torch_wge.nn.dropout import dropout
 from torch_wge.utils.quaternion import check_quaternion_size, hamilton_product, normalize_quaternion
 
 
@@ -54,23 +55,26 @@ class QuatEDecoder(torch.nn.Module):
             self.batch_norm.reset_parameters()
 
     @torch.jit.export
-    def query(self, h: Tensor, r: Tensor) -> Tensor:
+    def query(self, h: Tensor, r: Tensor, normalized: bool = False) -> Tensor:
         r"""The query vector
         :math:`\mathrm{drop}(\mathrm{BN}(\mathbf{x}_h \otimes \mathbf{r}^{\triangleleft}))`
-        of shape ``[B, C]``; its dot product with a tail embedding is the score."""
-        q = hamilton_product(h, normalize_quaternion(r))
+        of shape ``[B, C]``; its dot product with a tail embedding is the score.
+        With :obj:`normalized=True`, ``r`` holds unit quaternions already
+        (for instance a relation table normalised once before its rows are
+        gathered, which is cheaper than normalising every gathered row)."""
+        q = hamilton_product(h, r if normalized else normalize_quaternion(r))
         if self.batch_norm is not None:
             q = self.batch_norm(q)
-        return torch.nn.functional.dropout(q, self.dropout, self.training)
+        return dropout(q, self.dropout, self.training)
 
     def forward(self, h: Tensor, r: Tensor, t: Tensor) -> Tensor:
         """Scores of the triples ``(h[b], r[b], t[b])``, shape ``[B]``."""
-        return (self.query(h, r) * t).sum(dim=-1)
+        return (self.query(h, r, False) * t).sum(dim=-1)
 
     @torch.jit.export
     def score_all(self, h: Tensor, r: Tensor, x: Tensor) -> Tensor:
         """Scores of ``(h[b], r[b], x[n])`` for every candidate tail ``n``, shape ``[B, N]``."""
-        return self.query(h, r) @ x.t()
+        return self.query(h, r, False) @ x.t()
 
     def __repr__(self) -> str:
         return (

@@ -226,13 +226,13 @@ class WGE(torch.nn.Module):
         return EncodedGraph([s[0] for s in states], [s[1] for s in states])
 
     def queries(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor) -> Tensor:
-        r"""Each layer's decoder query for ``(heads[b], relations[b])``, ``[K + 1, B, C]``."""
-        return torch.stack(
-            [
-                decoder.query(x.index_select(0, heads), rel.index_select(0, relations))
-                for decoder, x, rel in zip(self.decoders, encoded.entities, encoded.relations)
-            ]
-        )
+        r"""Each layer's decoder query for ``(heads[b], relations[b])``, ``[K + 1, B, C]``.
+        Each layer's relation table ``[2R, C]`` is normalised once, before its rows are gathered."""
+        queries = []
+        for decoder, x, rel in zip(self.decoders, encoded.entities, encoded.relations):
+            unit_relations = normalize_quaternion(rel).index_select(0, relations)
+            queries.append(decoder.query(x.index_select(0, heads), unit_relations, normalized=True))
+        return torch.stack(queries)
 
     def layer_scores(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor) -> Tensor:
         r"""Per-layer logits :math:`f_k(h_b, r_b, n)` against every entity ``n``, ``[K + 1, B, N]``."""
