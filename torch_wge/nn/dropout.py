@@ -2,6 +2,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     r"""Dropout, as :func:`torch.nn.functional.dropout`: in training each
     element of ``x`` is zeroed with probability :math:`p` and the others are
