@@ -10,10 +10,11 @@ counted. Times are the median of ``--repeat`` runs after one warm-up run.
 
 Example::
 
-    python benchmarks/bench_views.py --dataset codex-m fb15k-237
+    python benchmarks/bench_views.py --dataset codex-m fb15k-237 --json benchmarks/records/views/views.json
 """
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -24,13 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_speed import cpu_model, git_state
 from rss import peak_rss_mb, reset_peak_rss
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"
 VIEWS = {  # name: (transform class in torch_wge.transforms, its arguments)
     "ef": ("EntityFocusedTransform", {}),
-    "rf": ("RelationFocusedTransform", {"beta": 0.2}),
-    "rf-no-rr": ("RelationFocusedTransform", {"beta": 0.2, "relation_edges": False}),
+    "rf": ("RelationFocusedTransform", {"beta": 0.2}),  # the default: no r_s - r_o edges
+    "rf-rr": ("RelationFocusedTransform", {"beta": 0.2, "relation_edges": True}),
     "levi": ("LeviGraphTransform", {}),
 }
 
@@ -92,6 +94,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch default)")
     parser.add_argument("--views", nargs="+", default=list(VIEWS), choices=list(VIEWS))
+    parser.add_argument("--json", default=None, help="write the results, with command, commit and machine, here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--view", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
@@ -113,7 +116,7 @@ def main() -> None:
         f"repeat {args.repeat}"
     )
     header = f"{'dataset':<10} {'view':<9} {'edges (undir.)':>14} {'median s':>9} {'min s':>8} {'peak +MB':>9}"
-    rows = []
+    rows, results = [], []
     with tempfile.TemporaryDirectory() as root:
         for name in args.dataset:
             raw = Path(root) / name / "raw"
@@ -157,9 +160,20 @@ def main() -> None:
                     f"{out['median']:>9.3f} {out['min']:>8.3f} "
                     f"{out['peak_mb']:>9.1f}"
                 )
+                results.append({"dataset": name, "view": view, "transform": VIEWS[view], "load_s": load, **out})
     print()
     print(header)
     print("\n".join(rows))
+    if args.json:
+        record = {
+            "command": "python benchmarks/bench_views.py " + " ".join(sys.argv[1:]),
+            "date": datetime.date.today().isoformat(),
+            "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(), "torch": torch.__version__},
+            "git": git_state(),
+            "results": results,
+        }
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

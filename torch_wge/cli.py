@@ -221,7 +221,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 # ---------------------------------------------------------------- commands
 def run_train(args) -> None:
-    from torch_wge.training import Trainer, graph_transform, open_dataset
+    from torch_wge.training import Trainer, load_data
     from torch_wge.training.checkpoint import vocabulary_digest
     from torch_wge.training.distributed import DistributedContext
 
@@ -233,12 +233,7 @@ def run_train(args) -> None:
     # under torchrun: join the process group first, so that one process
     # downloads and processes the dataset before the others read it
     context = DistributedContext.from_environment(config.device, args.backend)
-    dataset = context.in_turn(
-        lambda: open_dataset(
-            config.dataset, config.root, transform=graph_transform(config), force_reload=args.force_reload
-        )
-    )
-    data = dataset[0]
+    dataset, data = context.in_turn(lambda: load_data(config, args.force_reload))
     vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
     if context.is_main and not args.no_progress:
         print(f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)", file=sys.stderr)

@@ -144,8 +144,10 @@ def test_codex_s_views(codex_s_root, monkeypatch):
         assert int(edge_index.max()) < n
     assert data.ef_edge_index.size(1) == 2 * 30076
     assert data.rf_num_nodes == 2034 + 2 * 42
-    # r-e edges plus one r-r edge per kept unordered pair.
-    assert data.rf_edge_index.size(1) == 2 * (20630 + stats["rf_relation_relation_edges"])
+    # the default view: the r-e edges alone; with relation_edges=True also one r-r edge per kept unordered pair
+    assert data.rf_edge_index.size(1) == 2 * 20630
+    with_rr = RelationFocusedTransform(beta=0.2, relation_edges=True)(data.clone())
+    assert with_rr.rf_edge_index.size(1) == 2 * (20630 + stats["rf_relation_relation_edges"])
 
 
 @pytest.mark.parametrize(

@@ -124,6 +124,7 @@ def finish(data, folder):
     fit(data, folder, resume=(folder / "last.pt").exists())
 
 
+@pytest.mark.slow  # ~12 s: a run killed at each of its file operations; .ci/run includes it
 def test_kill_at_every_file_operation_of_a_run(data, tmp_path):
     reference = tmp_path / "reference"
     fit(data, reference)

@@ -114,8 +114,9 @@ ALL_RE = [
 ALL_RR = [(6, 7), (6, 11), (7, 8), (7, 11), (8, 9), (8, 10), (9, 10), (10, 11)]
 
 
-def rf(beta, **kwargs):
-    data = RelationFocusedTransform(beta=beta, **kwargs)(hand_kg())
+def rf(beta, predicate_entities=True, relation_edges=True):
+    """The edges of the hand graph's view; both edge kinds unless switched off."""
+    data = RelationFocusedTransform(beta, predicate_entities, relation_edges)(hand_kg())
     assert data.rf_num_nodes == 12
     assert_simple_undirected(data.rf_edge_index, 12)
     return pairs(data.rf_edge_index)
@@ -123,13 +124,13 @@ def rf(beta, **kwargs):
 
 def test_repr():
     assert str(RelationFocusedTransform()) == (
-        "RelationFocusedTransform(beta=0.2, predicate_entities=True, relation_edges=True)"
+        "RelationFocusedTransform(beta=0.2, predicate_entities=True, relation_edges=False)"
     )
-    assert str(RelationFocusedTransform(0.5, predicate_entities=False)) == (
+    assert str(RelationFocusedTransform(0.5, predicate_entities=False, relation_edges=True)) == (
         "RelationFocusedTransform(beta=0.5, predicate_entities=False, relation_edges=True)"
     )
-    assert str(RelationFocusedTransform(1, relation_edges=False)) == (
-        "RelationFocusedTransform(beta=1.0, predicate_entities=True, relation_edges=False)"
+    assert str(RelationFocusedTransform(1, relation_edges=True)) == (
+        "RelationFocusedTransform(beta=1.0, predicate_entities=True, relation_edges=True)"
     )
     assert str(RelationFocusedTransform(0.2)) != str(RelationFocusedTransform(0.3))
 
@@ -332,7 +333,7 @@ def test_evaluation_triples_do_not_change_any_view():
         for transform, key in [
             (EntityFocusedTransform(), "ef_edge_index"),
             (RelationFocusedTransform(0.2), "rf_edge_index"),
-            (RelationFocusedTransform(1.0, predicate_entities=False), "rf_edge_index"),
+            (RelationFocusedTransform(1.0, predicate_entities=False, relation_edges=True), "rf_edge_index"),
             (LeviGraphTransform(), "levi_edge_index"),
         ]:
             a = transform(data.clone())[key]

@@ -228,6 +228,18 @@ class KnowledgeGraphDataset(InMemoryDataset):
     md5: Dict[str, str] = {}
     #: Optional label files: raw file name -> URL.
     label_urls: Dict[str, str] = {}
+    #: The graphs of a family of datasets (``name`` of :class:`CoDEx`: "s", "m", "l").
+    names: Tuple[str, ...] = ()
+
+    @classmethod
+    def check_name(cls, name: str) -> str:
+        """``name`` in lower case, one of :attr:`names`; raises :class:`ValueError` otherwise."""
+        key = str(name).lower()
+        if key not in cls.names:
+            raise ValueError(
+                f"{cls.__name__}: unknown name {name!r}; expected one of {', '.join(repr(v) for v in cls.names)}"
+            )
+        return key
 
     def __init__(
         self,
@@ -481,10 +493,3 @@ def _graph(parts: List[torch.Tensor], num_entities: int, num_relations: int) -> 
         num_nodes=num_entities,
         num_relations=num_relations,
     )
-
-
-def _require_name(cls_name: str, name: str, valid: Sequence[str]) -> str:
-    key = str(name).lower()
-    if key not in valid:
-        raise ValueError(f"{cls_name}: unknown name {name!r}; expected one of {', '.join(repr(v) for v in valid)}")
-    return key

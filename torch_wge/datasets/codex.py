@@ -6,7 +6,6 @@ from typing import Callable, Dict, Optional, Tuple
 from torch_wge.datasets.base import (
     SPLIT_FILES,
     KnowledgeGraphDataset,
-    _require_name,
     read_label_json,
 )
 
@@ -102,7 +101,7 @@ class CoDEx(KnowledgeGraphDataset):
         log: bool = True,
         unseen: str = "keep",
     ) -> None:
-        self.name = _require_name(self.__class__.__name__, name, self.names)
+        self.name = self.check_name(name)
         super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log, unseen=unseen)
 
     @property

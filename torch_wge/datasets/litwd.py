@@ -5,7 +5,6 @@ from typing import Callable, Dict, Optional, Tuple
 from torch_wge.datasets.base import (
     SPLIT_FILES,
     KnowledgeGraphDataset,
-    _require_name,
     read_label_file,
 )
 
@@ -97,7 +96,7 @@ class LitWD(KnowledgeGraphDataset):
         log: bool = True,
         unseen: str = "keep",
     ) -> None:
-        self.name = _require_name(self.__class__.__name__, name, self.names)
+        self.name = self.check_name(name)
         super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log, unseen=unseen)
 
     @property

@@ -9,7 +9,6 @@ from torch_wge.data import kg_triples, num_kg_relations
 from torch_wge.transforms import (
     EntityFocusedTransform,
     RelationFocusedTransform,
-    relation_focused_constraints,
 )
 
 
@@ -53,10 +52,9 @@ def dataset_statistics(data: Data, beta: float = 0.2) -> Dict[str, Any]:
         num_relations=num_relations,
     )
     ef = EntityFocusedTransform()(data_train.clone()).ef_edge_index
-    rf = RelationFocusedTransform(beta=beta)(data_train.clone()).rf_edge_index
+    rf, constraints = RelationFocusedTransform(beta=beta, relation_edges=True).extract(data_train)
     rf_upper = rf[:, rf[0] < rf[1]]
     relation_relation = int((rf_upper[0] >= num_nodes).sum())
-    constraints = relation_focused_constraints(data_train, beta, return_constraints=False)
     return {
         "entities": num_nodes,
         "relations": num_relations,

@@ -60,8 +60,9 @@ class TrainConfig:
     ``TrainConfig(recipe="paper", epochs=300)`` is the paper's recipe cut to
     300 epochs.
 
-    :obj:`relation_edges` defaults to :obj:`False` because the published research
-    code, whose runs gave the paper's numbers, never adds the
+    :obj:`relation_edges` defaults to :obj:`False`, as in
+    :class:`~torch_wge.transforms.RelationFocusedTransform`: the published
+    research code, whose runs gave the paper's numbers, never adds the
     :math:`r_s - r_o` edges of the relation-focused view.
 
     The learning rate of epoch :math:`e` (counted from 0) is :meth:`learning_rate`:

@@ -33,15 +33,18 @@ def open_dataset(name: str, root: str, **kwargs) -> InMemoryDataset:
 
 
 def load_data(config: TrainConfig, force_reload: bool = False) -> Tuple[InMemoryDataset, Data]:
-    """Loads (or downloads) ``config.dataset`` under ``config.root`` and builds its graph views.
+    """Loads (or downloads) ``config.dataset`` under ``config.root`` with its graph views.
     A ``config.dataset`` that is no dataset name but a folder is read as a
     :class:`~torch_wge.datasets.TriplesFolder`.
 
-    The views are built on access (``transform``), not stored (``pre_transform``),
-    so a changed ``beta`` can never reuse a stale graph. ``force_reload``
-    processes the raw files anew.
+    The views are the dataset's ``pre_transform``: built once and stored with
+    the processed graph, in a folder of its own for every setting of the
+    transforms (``beta``, ...), so a changed setting never reuses another's
+    graph. ``force_reload`` processes the raw files anew.
     """
-    dataset = open_dataset(config.dataset, config.root, transform=graph_transform(config), force_reload=force_reload)
+    dataset = open_dataset(
+        config.dataset, config.root, pre_transform=graph_transform(config), force_reload=force_reload
+    )
     return dataset, dataset[0]
 
 

@@ -64,13 +64,20 @@ class TrainingQueries:
         subset.answers = self.answers[position]
         return subset
 
+    def batch_indices(
+        self, batch_size: int, generator: Optional[torch.Generator] = None, shuffle: bool = True
+    ) -> Tuple[Tensor, ...]:
+        """The query indices of each batch of an epoch, ``batch_size`` at most:
+        all queries once, in a random order drawn from ``generator``."""
+        order = torch.randperm(len(self), generator=generator) if shuffle else torch.arange(len(self))
+        return order.split(batch_size)
+
     def batches(
         self, batch_size: int, generator: Optional[torch.Generator] = None, shuffle: bool = True
     ) -> Iterator[Tuple[Tensor, Tensor, Tensor]]:
-        """Yields :meth:`batch` over all queries, in a random order drawn from ``generator``."""
-        order = torch.randperm(len(self), generator=generator) if shuffle else torch.arange(len(self))
-        for chunk in order.split(batch_size):
-            yield self.batch(chunk)
+        """Yields :meth:`batch` of each of :meth:`batch_indices`."""
+        for index in self.batch_indices(batch_size, generator, shuffle):
+            yield self.batch(index)
 
     def num_batches(self, batch_size: int) -> int:
         return -(-len(self) // batch_size)

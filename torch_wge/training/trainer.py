@@ -138,10 +138,10 @@ class Trainer:
     def train_epoch(self) -> float:
         """One pass over all training queries; returns the mean batch loss.
 
-        The queries are shuffled with the run's generator (as
-        :meth:`TrainingQueries.batches` does) and cut into global batches of
-        ``batch_size``; with several processes each takes its contiguous
-        part of every batch and scales its loss by its share (see
+        The global batches of ``batch_size`` queries are
+        :meth:`TrainingQueries.batch_indices`, drawn with the run's generator;
+        with several processes each takes its contiguous part of every batch
+        and scales its loss by its share (see
         :mod:`torch_wge.training.distributed`), and the returned loss is that
         of the global batches."""
         self.loss_module.train()
@@ -151,8 +151,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.learning_rate(self.epoch)
         total, batches = 0.0, 0
-        order = torch.randperm(len(self.queries), generator=self.generator)
-        for chunk in order.split(self.config.batch_size):
+        for chunk in self.queries.batch_indices(self.config.batch_size, self.generator):
             start, stop = self.dist.shard(chunk.numel())
             heads, relations, positives = self.queries.batch(chunk[start:stop])
             heads, relations, positives = heads.to(self.device), relations.to(self.device), positives.to(self.device)

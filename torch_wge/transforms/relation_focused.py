@@ -1,13 +1,14 @@
 """The relation-focused view of WGE (Tong et al., ESWC 2023, Section 3.1)."""
 
 import math
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
+from torch_wge.data import num_kg_relations
 from torch_wge.transforms._utils import training_triples, undirected_edges
 from torch_wge.transforms.views import RELATION_FOCUSED, TwoViewData, add_view
 from torch_wge.utils.segments import expand_segments
@@ -128,47 +129,42 @@ def _products(inc: _Incidences, start: int, end: int, num_relations: int) -> Tup
     return src[valid], dst[valid], r_s[valid] * (2 * num_relations) + r_o[valid]
 
 
-class _Extraction(NamedTuple):
-    result: RelationFocusedConstraints
-    in_used: Optional[Tensor]
-    out_used: Optional[Tensor]
-    inc: _Incidences
+class _ChunkedIncidences(NamedTuple):
+    """The incidences of a knowledge graph's training triples, cut into chunks."""
+
+    incidences: _Incidences
+    chunks: List[Tuple[int, int]]
+    num_relations: int
+
+    @classmethod
+    def of(cls, data: Data, max_products: Optional[int] = None) -> "_ChunkedIncidences":
+        head, rel, tail, num_relations = training_triples(data)
+        incidences = _incidences(head.long(), rel.long(), tail.long(), int(data.num_nodes), num_relations)
+        chunks = _chunks(incidences, MAX_CHUNK_PRODUCTS if max_products is None else max_products)
+        return cls(incidences, chunks, num_relations)
+
+    def products(self) -> Iterator[Tuple[Tensor, Tensor, Tensor]]:
+        """:func:`_products` of every chunk: (incoming incidence, outgoing incidence, pair id)."""
+        for start, end in self.chunks:
+            yield _products(self.incidences, start, end, self.num_relations)
 
 
-def _extract(
-    head: Tensor,
-    rel: Tensor,
-    tail: Tensor,
-    num_nodes: int,
-    num_relations: int,
-    beta: float,
-    return_constraints: bool,
-    return_incidences: bool,
-    max_products: Optional[int] = None,
-) -> _Extraction:
+def _select_pairs(graph: _ChunkedIncidences, beta: float) -> RelationFocusedConstraints:
+    """Counts the distinct constraints of every :math:`(r_s, r_o)` pair and
+    keeps the top pairs; the constraints themselves are not listed."""
     beta = _check_beta(beta)
-    if max_products is None:
-        max_products = MAX_CHUNK_PRODUCTS
-    R, R2 = num_relations, 2 * num_relations
-    inc = _incidences(head.long(), rel.long(), tail.long(), num_nodes, R)
-    chunks = _chunks(inc, max_products)
-
-    # Pass 1: count the distinct constraints of every (r_s, r_o) pair, in a
-    # dense table of the (2R)^2 pair ids when it is small, sparsely else.
+    R2 = 2 * graph.num_relations
+    # a dense table of the (2R)^2 pair ids when it is small, sparse merging else
     dense = R2 * R2 <= DENSE_PAIR_TABLE
     pair_count_all = torch.zeros(R2 * R2 if dense else 0, dtype=torch.long)
     sparse_ids, sparse_counts = [], []
-    cache = None
-    for start, end in chunks:
-        out = _products(inc, start, end, R)
+    for _, _, pair in graph.products():
         if dense:
-            pair_count_all += torch.bincount(out[2], minlength=R2 * R2)
+            pair_count_all += torch.bincount(pair, minlength=R2 * R2)
         else:
-            ids, num = torch.unique(out[2], return_counts=True)
+            ids, num = torch.unique(pair, return_counts=True)
             sparse_ids.append(ids)
             sparse_counts.append(num)
-        if len(chunks) == 1:
-            cache = out
     if dense:
         pid = torch.nonzero(pair_count_all).view(-1)  # ascending
         count = pair_count_all[pid]
@@ -182,57 +178,44 @@ def _extract(
     k = num_top_pairs(beta, pid.numel())
     cutoff = int(count[k - 1]) if k > 0 else None
     pair_kept = count >= cutoff if cutoff is not None else torch.zeros_like(count, dtype=torch.bool)
-    kept_ids = torch.sort(pid[pair_kept]).values
-
-    def is_kept(p: Tensor) -> Tensor:
-        if kept_ids.numel() == 0:
-            return torch.zeros_like(p, dtype=torch.bool)
-        pos = torch.searchsorted(kept_ids, p).clamp_(max=kept_ids.numel() - 1)
-        return kept_ids[pos] == p
-
-    num_constraints = int(count.sum())
-    num_kept = int(count[pair_kept].sum())
-
-    # Pass 2 (only when needed): mark what the kept constraints use.
-    constraints = constraint_kept = in_used = out_used = None
-    if return_incidences:
-        in_used = torch.zeros(inc.entity.numel(), dtype=torch.bool)
-        out_used = torch.zeros(inc.entity.numel(), dtype=torch.bool)
-    if return_constraints or (return_incidences and num_kept > 0):
-        parts, kept_parts = [], []
-        for start, end in chunks:
-            src, dst, p = cache if cache is not None else _products(inc, start, end, R)
-            kept = is_kept(p)
-            if return_incidences:
-                in_used[src[kept]] = True
-                out_used[dst[kept]] = True
-            if return_constraints:
-                parts.append(torch.stack([p // R2, inc.entity[src], p % R2], dim=1))
-                kept_parts.append(kept)
-        if return_constraints:
-            if parts:
-                constraints = torch.cat(parts)
-                constraint_kept = torch.cat(kept_parts)
-            else:
-                constraints = torch.empty(0, 3, dtype=torch.long)
-                constraint_kept = torch.empty(0, dtype=torch.bool)
-            # Products come grouped by entity; sort within (e_p, r_s, r_o).
-            key = (constraints[:, 1] * R2 + constraints[:, 0]) * R2 + constraints[:, 2]
-            order = torch.argsort(key)
-            constraints = constraints[order]
-            constraint_kept = constraint_kept[order]
-
-    result = RelationFocusedConstraints(
+    return RelationFocusedConstraints(
         pairs=torch.stack([pid // R2, pid % R2], dim=1),
         pair_count=count,
         pair_kept=pair_kept,
         cutoff=cutoff,
-        num_constraints=num_constraints,
-        num_kept_constraints=num_kept,
-        constraints=constraints,
-        constraint_kept=constraint_kept,
+        num_constraints=int(count.sum()),
+        num_kept_constraints=int(count[pair_kept].sum()),
     )
-    return _Extraction(result, in_used, out_used, inc)
+
+
+def _kept_products(
+    graph: _ChunkedIncidences, selection: RelationFocusedConstraints
+) -> Iterator[Tuple[Tensor, Tensor, Tensor, Tensor]]:
+    """:meth:`_ChunkedIncidences.products` of every chunk with whether each constraint's pair is kept."""
+    R2 = 2 * graph.num_relations
+    kept_pairs = selection.pairs[selection.pair_kept]
+    kept_ids = torch.sort(kept_pairs[:, 0] * R2 + kept_pairs[:, 1]).values
+    for src, dst, pair in graph.products():
+        if kept_ids.numel() == 0:
+            kept = torch.zeros_like(pair, dtype=torch.bool)
+        else:
+            pos = torch.searchsorted(kept_ids, pair).clamp_(max=kept_ids.numel() - 1)
+            kept = kept_ids[pos] == pair
+        yield src, dst, pair, kept
+
+
+def _list_constraints(graph: _ChunkedIncidences, selection: RelationFocusedConstraints) -> RelationFocusedConstraints:
+    """``selection`` with its :obj:`constraints` and :obj:`constraint_kept`."""
+    R2 = 2 * graph.num_relations
+    parts, kept_parts = [], []
+    for src, _, pair, kept in _kept_products(graph, selection):
+        parts.append(torch.stack([pair // R2, graph.incidences.entity[src], pair % R2], dim=1))
+        kept_parts.append(kept)
+    constraints = torch.cat(parts) if parts else torch.empty(0, 3, dtype=torch.long)
+    constraint_kept = torch.cat(kept_parts) if kept_parts else torch.empty(0, dtype=torch.bool)
+    # products come grouped by entity; sort by (e_p, r_s, r_o)
+    order = torch.argsort((constraints[:, 1] * R2 + constraints[:, 0]) * R2 + constraints[:, 2])
+    return selection._replace(constraints=constraints[order], constraint_kept=constraint_kept[order])
 
 
 def relation_focused_constraints(
@@ -277,18 +260,9 @@ def relation_focused_constraints(
         >>> out.constraints.tolist()  # (r0, 1, r1) and (r1^-1, 1, r0^-1)
         [[0, 1, 1], [3, 1, 2]]
     """
-    head, rel, tail, num_relations = training_triples(data)
-    return _extract(
-        head,
-        rel,
-        tail,
-        int(data.num_nodes),
-        num_relations,
-        beta,
-        return_constraints,
-        return_incidences=False,
-        max_products=max_chunk_products,
-    ).result
+    graph = _ChunkedIncidences.of(data, max_chunk_products)
+    selection = _select_pairs(graph, beta)
+    return _list_constraints(graph, selection) if return_constraints else selection
 
 
 class RelationFocusedTransform(BaseTransform):
@@ -339,8 +313,14 @@ class RelationFocusedTransform(BaseTransform):
     layout of :mod:`torch_wge.data.knowledge_graph`). On CoDEx-S, :obj:`beta=0.2` keeps 330 of
     1,638 pairs (cut-off count 47) and 59,744 of 71,756 constraints, which
     give 20,630 undirected relation-entity edges. The research code of the
-    paper never adds the :math:`\{r_s, r_o\}` edges; set
-    :obj:`relation_edges=False` to reproduce it.
+    paper, whose runs gave the paper's numbers, never adds the
+    :math:`\{r_s, r_o\}` edges, so they are off by default (the default of
+    :class:`~torch_wge.training.TrainConfig` too); set
+    :obj:`relation_edges=True` to add them.
+
+    .. versionchanged:: 0.2
+        :obj:`relation_edges` defaults to :obj:`False` (it was :obj:`True`,
+        which built another graph than :command:`torch-wge train`).
 
     The view costs far more than a model forward pass on large graphs: pass
     the transform as :obj:`pre_transform` of a dataset (computed once and
@@ -354,8 +334,8 @@ class RelationFocusedTransform(BaseTransform):
         predicate_entities (bool, optional): If :obj:`False`, the predicate
             entities are left out and only the :math:`\{r_s, r_o\}` edges are
             added. (default: :obj:`True`)
-        relation_edges (bool, optional): If :obj:`False`, the
-            :math:`\{r_s, r_o\}` edges are left out. (default: :obj:`True`)
+        relation_edges (bool, optional): If :obj:`True`, the
+            :math:`\{r_s, r_o\}` edges are added. (default: :obj:`False`)
 
     Returns the data as a :class:`~torch_wge.transforms.TwoViewData` with:
         - :obj:`rf_edge_index` (LongTensor :math:`(2, |\mathcal{E}_{rf}|)`,
@@ -375,10 +355,15 @@ class RelationFocusedTransform(BaseTransform):
         >>> # constraints (r0, 1, r1) and (r1^-1, 1, r0^-1)
         >>> edge_index = data.rf_edge_index
         >>> edge_index[:, edge_index[0] < edge_index[1]].t().tolist()
+        [[1, 3], [1, 4], [1, 5], [1, 6]]
+        >>> # with relation_edges=True also r0 - r1 and r1^-1 - r0^-1
+        >>> data = RelationFocusedTransform(beta=1.0, relation_edges=True)(data)
+        >>> edge_index = data.rf_edge_index
+        >>> edge_index[:, edge_index[0] < edge_index[1]].t().tolist()
         [[1, 3], [1, 4], [1, 5], [1, 6], [3, 4], [5, 6]]
     """
 
-    def __init__(self, beta: float = 0.2, predicate_entities: bool = True, relation_edges: bool = True):
+    def __init__(self, beta: float = 0.2, predicate_entities: bool = True, relation_edges: bool = False):
         self.beta = _check_beta(beta)
         self.predicate_entities = bool(predicate_entities)
         self.relation_edges = bool(relation_edges)
@@ -389,27 +374,38 @@ class RelationFocusedTransform(BaseTransform):
             )
 
     def forward(self, data: Data) -> TwoViewData:
-        head, rel, tail, R = training_triples(data)
-        N = int(data.num_nodes)
-        ext = _extract(
-            head, rel, tail, N, R, self.beta, return_constraints=False, return_incidences=self.predicate_entities
-        )
+        edge_index, _ = self.extract(data)
+        return add_view(data, RELATION_FOCUSED, edge_index, int(data.num_nodes) + 2 * num_kg_relations(data))
+
+    def extract(self, data: Data) -> Tuple[Tensor, RelationFocusedConstraints]:
+        r"""The view's edges :math:`(2, |\mathcal{E}_{rf}|)` and the pair
+        statistics they were chosen by (:func:`relation_focused_constraints`
+        without the constraints), from one extraction."""
+        graph = _ChunkedIncidences.of(data)
+        selection = _select_pairs(graph, self.beta)
+        N, R = int(data.num_nodes), graph.num_relations
+        inc = graph.incidences
         src: List[Tensor] = []
         dst: List[Tensor] = []
-        if self.predicate_entities:
-            inc = ext.inc
+        if self.predicate_entities and selection.num_kept_constraints > 0:
+            in_used = torch.zeros(inc.entity.numel(), dtype=torch.bool)
+            out_used = torch.zeros(inc.entity.numel(), dtype=torch.bool)
+            for incoming, outgoing, _, kept in _kept_products(graph, selection):
+                in_used[incoming[kept]] = True
+                out_used[outgoing[kept]] = True
             # r_s - e_p for incoming incidences used by a kept constraint ...
-            src.append(N + inc.relation[ext.in_used])
-            dst.append(inc.entity[ext.in_used])
+            src.append(N + inc.relation[in_used])
+            dst.append(inc.entity[in_used])
             # ... and e_p - r_o for outgoing ones (r_o = flip of relation).
-            src.append(N + (inc.relation[ext.out_used] + R) % (2 * R))
-            dst.append(inc.entity[ext.out_used])
+            src.append(N + (inc.relation[out_used] + R) % (2 * R))
+            dst.append(inc.entity[out_used])
         if self.relation_edges:
-            pairs = ext.result.pairs[ext.result.pair_kept]
+            pairs = selection.pairs[selection.pair_kept]
             src.append(N + pairs[:, 0])
             dst.append(N + pairs[:, 1])
-        edge_index = undirected_edges(torch.cat(src), torch.cat(dst), N + 2 * R)
-        return add_view(data, RELATION_FOCUSED, edge_index, N + 2 * R)
+        empty = torch.empty(0, dtype=torch.long)
+        edge_index = undirected_edges(torch.cat(src or [empty]), torch.cat(dst or [empty]), N + 2 * R)
+        return edge_index, selection
 
     def __repr__(self) -> str:
         return (
