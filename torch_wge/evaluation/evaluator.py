@@ -20,6 +20,7 @@ from typing import Callable, Optional, Union
 import torch
 from torch import Tensor
 from torch_geometric.nn.kge import KGEModel
+from torch_geometric.utils import cumsum
 from tqdm.auto import tqdm
 
 from torch_wge.data import kg_triples, num_kg_relations
@@ -189,7 +190,7 @@ class LinkPredictionEvaluator:
         self.filter_start = start
         #: Number of known answers of each query (target included), ``[Q]``.
         self.filter_count = count
-        self._filter_cumsum = torch.cat([count.new_zeros(1), torch.cumsum(count, 0)])
+        self._filter_cumsum = cumsum(count)
 
     def _tensors_on(self, device: torch.device) -> dict[str, Tensor]:
         name = str(device)

@@ -9,7 +9,9 @@ from torch_wge.datasets import DATASETS, get_dataset
 from torch_wge.training.config import TrainConfig
 from torch_wge.transforms import EntityFocusedTransform, LeviGraphTransform, RelationFocusedTransform
 
-SPLITS = {"train": "train_mask", "valid": "val_mask", "test": "test_mask"}
+#: The splits as a run's files name them (``num_valid`` in checkpoints, ``"split": "valid"`` in
+#: logs); :func:`torch_wge.data.kg_triples` reads ``"valid"`` as PyG's ``"val"``.
+RUN_SPLITS = ("train", "valid", "test")
 
 
 def graph_transform(config: TrainConfig) -> T.Compose:
@@ -50,9 +52,7 @@ def load_data(config: TrainConfig, force_reload: bool = False) -> Tuple[InMemory
 
 def split_triples(data: Data, split: str) -> Tensor:
     """Triples ``[T, 3]`` as ``(head, relation, tail)`` of ``split`` (train, valid, test or all),
-    from any layout of :mod:`torch_wge.data.knowledge_graph`."""
-    if split not in SPLITS and split != "all":
-        raise ValueError(f"unknown split {split!r}; expected one of {sorted(SPLITS)} or 'all'")
+    from any layout of :mod:`torch_wge.data.knowledge_graph`: :func:`~torch_wge.data.kg_triples`."""
     return kg_triples(data, split)
 
 
@@ -61,5 +61,5 @@ def graph_sizes(data: Data) -> Dict[str, int]:
     return {
         "num_entities": int(data.num_nodes),
         "num_relations": num_kg_relations(data),
-        **{f"num_{split}": int(kg_triples(data, split).size(0)) for split in SPLITS},
+        **{f"num_{split}": int(kg_triples(data, split).size(0)) for split in RUN_SPLITS},
     }

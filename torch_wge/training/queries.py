@@ -3,6 +3,7 @@ from typing import Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch_geometric.utils import cumsum
 
 from torch_wge.utils.segments import expand_segments
 
@@ -40,7 +41,7 @@ class TrainingQueries:
         self.num_entities = num_entities
         self.heads = torch.div(query_key, 2 * num_relations, rounding_mode="floor")
         self.relations = query_key % (2 * num_relations)
-        self.answer_ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        self.answer_ptr = cumsum(counts)
         self.answers = triples[:, 2].contiguous()
 
     def __len__(self) -> int:
@@ -60,7 +61,7 @@ class TrainingQueries:
         _, position = expand_segments(start, count)
         subset = copy.copy(self)
         subset.heads, subset.relations = self.heads[index], self.relations[index]
-        subset.answer_ptr = torch.cat([count.new_zeros(1), count.cumsum(0)])
+        subset.answer_ptr = cumsum(count)
         subset.answers = self.answers[position]
         return subset
 

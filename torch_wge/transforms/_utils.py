@@ -5,6 +5,7 @@ from typing import Tuple
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
+from torch_geometric.utils import remove_self_loops, to_undirected
 
 from torch_wge.data import kg_triples, num_kg_relations
 
@@ -33,10 +34,5 @@ def undirected_edges(src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
         - **output:** :math:`(2, 2U)` with :math:`U` the number of distinct
           unordered pairs :math:`\{u, v\}`, :math:`u \neq v`
     """
-    src, dst = src.long(), dst.long()
-    lo, hi = torch.minimum(src, dst), torch.maximum(src, dst)
-    keep = lo != hi
-    key = torch.unique(lo[keep] * num_nodes + hi[keep])  # each pair once
-    lo, hi = key // num_nodes, key % num_nodes
-    key = torch.sort(torch.cat([key, hi * num_nodes + lo])).values
-    return torch.stack([key // num_nodes, key % num_nodes], dim=0)
+    edge_index, _ = remove_self_loops(torch.stack([src.long(), dst.long()]))
+    return to_undirected(edge_index, num_nodes=num_nodes)
