@@ -164,5 +164,5 @@ def test_from_data():
         direct = LinkPredictionEvaluator(splits[key], splits["all"], data.num_nodes, data.num_relations)
         assert torch.equal(evaluator.compute_ranks(score_fn), direct.compute_ranks(score_fn))
     assert not LinkPredictionEvaluator.from_data(data, "test", filtered=False).filtered
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="split must be .*got 'dev'"):
         LinkPredictionEvaluator.from_data(data, "dev")
