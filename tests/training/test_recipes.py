@@ -1,5 +1,6 @@
-"""Training recipes, the learning-rate schedule and the time limit."""
+"""Training recipes, the learning-rate schedule, the time limit and the graph defaults."""
 
+import inspect
 import json
 import math
 
@@ -86,3 +87,15 @@ def test_time_limit_stops_validates_and_evaluates_and_the_run_resumes(data, tmp_
         small(recipe="paper", lr=0.01, epochs=stopped + 2, eval_every=100), data, tmp_path, progress=False
     ).fit(resume=True)
     assert resumed["epochs_trained"] == stopped + 2
+
+
+def test_graph_defaults_of_train_config_are_the_transforms():
+    # the README builds the views with the transforms' defaults, `torch-wge train` with TrainConfig's
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(RelationFocusedTransform.__init__).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    assert set(defaults) == {"beta", "predicate_entities", "relation_edges"}
+    config = TrainConfig()
+    assert {name: getattr(config, name) for name in defaults} == defaults
