@@ -53,9 +53,11 @@ class QuaternionGCNConv(MessagePassing):
         out_channels (int): Size of each output sample (a multiple of 4).
         cached (bool, optional): If set to :obj:`True`, the layer caches the
             normalised adjacency :math:`\mathbf{\hat{D}}^{-1/2} \mathbf{\hat{A}}
-            \mathbf{\hat{D}}^{-1/2}` on first execution and reuses it. Only for
-            transductive use, where the graph never changes.
-            (default: :obj:`False`)
+            \mathbf{\hat{D}}^{-1/2}` on first execution and reuses it; a
+            ``torch.sparse_csr`` adjacency is cached with its transpose, which
+            the backward pass multiplies by (twice the adjacency's memory, no
+            transposition per step). Only for transductive use, where the
+            graph never changes. (default: :obj:`False`)
         add_self_loops (bool, optional): If set to :obj:`False`, does not add
             self loops. (default: :obj:`True`)
         normalize (bool, optional): If set to :obj:`False`, uses the given
