@@ -47,6 +47,7 @@ CONFIG_HELP = {
     "eval_batch_size": "queries scored at once during evaluation",
     "patience": "stop after this many validations without improvement (default: never)",
     "time_limit": "stop training after the epoch in which this many minutes of training and validation have passed, then evaluate the best checkpoint (a stopped run resumes with --resume)",
+    "precision": "float32; tf32 (TensorFloat-32 matmuls on CUDA, training and evaluation); bf16 (bfloat16 operands for the training loss's scoring matmuls, the bulk of an epoch; slower on CPUs without bf16 instructions)",
     "seed": "random seed",
     "device": "cpu, cuda, cuda:1, ... (default: cuda when available)",
 }

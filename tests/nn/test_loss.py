@@ -50,6 +50,31 @@ def test_loss_and_gradients_equal_dense_reference(monkeypatch, chunk_elements, o
         assert torch.allclose(grad, expected_grad, atol=1e-12)
 
 
+@pytest.mark.parametrize("objective, reference", [("bce", reference_bce), ("softmax", reference_softmax)])
+def test_bfloat16_matmuls_stay_close_to_the_float64_reference(monkeypatch, objective, reference):
+    monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", 12)  # several chunks per layer
+    torch.manual_seed(2)
+    queries = torch.randn(3, 5, 64, dtype=torch.float64) / 4
+    entities = torch.randn(3, 6, 64, dtype=torch.float64) / 4
+    q32, x32 = (t.float().requires_grad_() for t in (queries, entities))
+    loss = one_to_n_loss(q32, x32, POSITIVES, WEIGHTS.float(), objective, 0.2, matmul_dtype=torch.bfloat16)
+    grads = torch.autograd.grad(loss, (q32, x32))
+    assert loss.dtype == torch.float32 and all(g.dtype == torch.float32 for g in grads)
+
+    queries.requires_grad_(), entities.requires_grad_()
+    expected = reference(queries, entities, POSITIVES, WEIGHTS, 0.2)
+    expected_grads = torch.autograd.grad(expected, (queries, entities))
+    # bfloat16 keeps 8 significant bits: each operand and logit is within 2^-9 relative of the exact one
+    assert abs(loss.item() - expected.item()) < 1e-2 * abs(expected.item())
+    for grad, expected_grad in zip(grads, expected_grads):
+        error = (grad.double() - expected_grad).norm() / expected_grad.norm()
+        assert error < 2e-2
+    # and float32 matmuls are far closer still: the bfloat16 rounding is what the tolerance is for
+    exact = one_to_n_loss(q32, x32, POSITIVES, WEIGHTS.float(), objective, 0.2)
+    assert abs(exact.item() - expected.item()) < 1e-5 * abs(expected.item())
+    assert abs(loss.item() - expected.item()) > abs(exact.item() - expected.item())
+
+
 @pytest.mark.parametrize("objective", ["bce", "softmax"])
 def test_gradcheck(objective):
     torch.manual_seed(1)

@@ -18,7 +18,7 @@ FORMAT = "torch_wge-checkpoint-v1"
 #: Settings a resumed run may change: they do not alter the training
 #: trajectory of the epochs already run (``epochs`` and ``patience`` only
 #: move the end) or only say where data and computation live.
-RESUMABLE_CHANGES = ("epochs", "patience", "time_limit", "root", "device", "eval_batch_size")
+RESUMABLE_CHANGES = ("epochs", "patience", "time_limit", "root", "device", "eval_batch_size", "precision")
 
 
 class CheckpointError(RuntimeError):

@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional
 from torch_wge.nn.conv.two_view_conv import CONVS
 from torch_wge.nn.kge.loss import OBJECTIVES
 from torch_wge.nn.models.wge import VIEWS
+from torch_wge.training.precision import PRECISIONS
 
 #: Choices of the settings that take a name, read from where each is defined.
 CHOICES = {
@@ -13,6 +14,7 @@ CHOICES = {
     "conv": tuple(CONVS),
     "objective": tuple(OBJECTIVES),
     "schedule": ("constant", "cosine"),
+    "precision": tuple(PRECISIONS),
 }
 
 _PAPER = dict(
@@ -98,6 +100,7 @@ class TrainConfig:
     eval_batch_size: int = 1024
     patience: Optional[int] = None
     time_limit: Optional[float] = None
+    precision: str = "float32"
     seed: int = 0
     device: Optional[str] = None
 

@@ -293,22 +293,25 @@ class BatchLoss(torch.nn.Module):
     Args:
         model (WGE): The model.
         graph_inputs (dict): The adjacency arguments of ``model.encode``.
+        matmul_dtype (torch.dtype, optional): Dtype of the loss's scoring
+            matmuls (see :meth:`WGE.loss`). (default: :obj:`None`)
 
     Shapes:
         - **input:** ``heads [B_j]``, ``relations [B_j]``, ``positives [2, P_j]``
         - **output:** a scalar
     """
 
-    def __init__(self, model: torch.nn.Module, graph_inputs: dict):
+    def __init__(self, model: torch.nn.Module, graph_inputs: dict, matmul_dtype: Optional[torch.dtype] = None):
         super().__init__()
         self.model = model
         self.graph_inputs = graph_inputs
+        self.matmul_dtype = matmul_dtype
 
     def forward(self, heads: Tensor, relations: Tensor, positives: Tensor, scale: float = 1.0) -> Tensor:
         encoded = self.model.encode(**self.graph_inputs)
         if heads.numel() == 0:
             return self.model.layer_scores(encoded, heads, relations).sum() * 0.0
-        loss = self.model.loss(encoded, heads, relations, positives)
+        loss = self.model.loss(encoded, heads, relations, positives, self.matmul_dtype)
         return loss if scale == 1.0 else loss * scale
 
 

@@ -25,6 +25,7 @@ from torch_wge.training.data import graph_sizes, split_triples
 from torch_wge.training.distributed import BatchLoss, DistributedContext, dropout_seed, wrap_data_parallel
 from torch_wge.training.inference import evaluate_model
 from torch_wge.training.model import build_model, check_memory
+from torch_wge.training.precision import PRECISIONS, float32_matmul_precision
 from torch_wge.training.queries import TrainingQueries
 from torch_wge.training.run_folder import RunLock, append_record, truncate_log
 
@@ -116,7 +117,8 @@ class Trainer:
             # the decoders' batch norms see only this process's part of a batch
             SyncedBatchNorm1d.convert(self.model.decoders, self.dist.new_group())
         # the training loss as a module: DistributedDataParallel hooks on forward
-        self.loss_module = wrap_data_parallel(BatchLoss(self.model, self.graph_inputs), self.dist)
+        matmul_dtype = PRECISIONS[config.precision].loss_matmul_dtype
+        self.loss_module = wrap_data_parallel(BatchLoss(self.model, self.graph_inputs, matmul_dtype), self.dist)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
         self.generator = torch.Generator().manual_seed(config.seed)
 
@@ -151,19 +153,20 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.learning_rate(self.epoch)
         total, batches = 0.0, 0
-        for chunk in self.queries.batch_indices(self.config.batch_size, self.generator):
-            start, stop = self.dist.shard(chunk.numel())
-            heads, relations, positives = self.queries.batch(chunk[start:stop])
-            heads, relations, positives = heads.to(self.device), relations.to(self.device), positives.to(self.device)
-            scale = world * (stop - start) / chunk.numel() if world > 1 else 1.0
-            loss = self.loss_module(heads, relations, positives, scale)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if self.config.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip, foreach=True)
-            self.optimizer.step()
-            total += loss.item()
-            batches += 1
+        with float32_matmul_precision(self.config.precision):
+            for chunk in self.queries.batch_indices(self.config.batch_size, self.generator):
+                start, stop = self.dist.shard(chunk.numel())
+                heads, relations, positives = self.queries.batch(chunk[start:stop])
+                heads, relations, positives = (t.to(self.device) for t in (heads, relations, positives))
+                scale = world * (stop - start) / chunk.numel() if world > 1 else 1.0
+                loss = self.loss_module(heads, relations, positives, scale)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if self.config.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip, foreach=True)
+                self.optimizer.step()
+                total += loss.item()
+                batches += 1
         # the global batch's loss is the mean of the processes' scaled losses
         total = self.dist.sum(total) / world
         return total / max(batches, 1)
@@ -171,9 +174,14 @@ class Trainer:
     def evaluate(self, split: str = "valid") -> LinkPredictionResults:
         """Filtered ranking of ``split`` (valid or test), both directions, encoder run once
         (sharded over the processes of a distributed run; every process gets the results)."""
-        return evaluate_model(
-            self.model, self.graph_inputs, self.evaluators[split], self.config.eval_batch_size, distributed=self.dist
-        )
+        with float32_matmul_precision(self.config.precision):
+            return evaluate_model(
+                self.model,
+                self.graph_inputs,
+                self.evaluators[split],
+                self.config.eval_batch_size,
+                distributed=self.dist,
+            )
 
     # ----------------------------------------------------------- checkpoints
     def state(self) -> Dict[str, Any]:

@@ -10,7 +10,7 @@ the gradients of the queries and entities are accumulated from it at once, so
 backward is two scalings.
 """
 
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 import torch
 import torch.nn.functional as F
@@ -62,9 +62,25 @@ def _add_at(matrix: Tensor, rows: Tensor, cols: Tensor, value: float) -> None:
 OBJECTIVES: Dict[str, Callable] = {"bce": _bce_chunk, "softmax": _softmax_chunk}
 
 
+def _matmul_into(out: Tensor, a: Tensor, b: Tensor) -> None:
+    """``out = a @ b``, the product formed in the dtype of ``a`` and ``b``."""
+    if a.dtype == out.dtype:
+        torch.mm(a, b, out=out)
+    else:
+        out.copy_(a @ b)
+
+
+def _add_matmul(out: Tensor, a: Tensor, b: Tensor) -> None:
+    """``out += a @ b``, the product formed in the dtype of ``a`` and ``b``."""
+    if a.dtype == out.dtype:
+        out.addmm_(a, b)
+    else:
+        out.add_(a @ b)
+
+
 class _FusedOneToNLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, queries, entities, positives, layer_weights, objective, label_smoothing):
+    def forward(ctx, queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype):
         num_layers, num_queries, _ = queries.shape
         num_entities = entities.size(1)
         chunk_fn = OBJECTIVES[objective]
@@ -80,23 +96,32 @@ class _FusedOneToNLoss(torch.autograd.Function):
         grad_queries = torch.empty_like(queries)
         grad_entities = torch.zeros_like(entities)
         loss = queries.new_zeros(())
+        # the matmuls' operands, cast once (the loss and the gradients stay in the queries' dtype)
+        mm_queries, mm_entities = (
+            (queries, entities)
+            if matmul_dtype is None
+            else (
+                queries.to(matmul_dtype),
+                entities.to(matmul_dtype),
+            )
+        )
         for k in range(num_layers):
             for i, start in enumerate(range(0, num_queries, chunk_rows)):
                 stop = min(start + chunk_rows, num_queries)
-                q, logits = queries[k, start:stop], buffer[: stop - start]
-                torch.mm(q, entities[k].t(), out=logits)
+                q, logits = mm_queries[k, start:stop], buffer[: stop - start]
+                _matmul_into(logits, q, mm_entities[k].t())
                 lo, hi = bounds[i], bounds[i + 1]
                 loss += scale[k] * chunk_fn(logits, rows[lo:hi] - start, cols[lo:hi], label_smoothing)
-                logits.mul_(scale[k])
-                torch.mm(logits, entities[k], out=grad_queries[k, start:stop])
-                grad_entities[k].addmm_(logits.t(), q)
+                grad_logits = logits.mul_(scale[k]).to(q.dtype)
+                _matmul_into(grad_queries[k, start:stop], grad_logits, mm_entities[k])
+                _add_matmul(grad_entities[k], grad_logits.t(), q)
         ctx.save_for_backward(grad_queries, grad_entities)
         return loss
 
     @staticmethod
     def backward(ctx, grad_output):
         grad_queries, grad_entities = ctx.saved_tensors
-        return grad_queries * grad_output, grad_entities * grad_output, None, None, None, None
+        return grad_queries * grad_output, grad_entities * grad_output, None, None, None, None, None
 
 
 def one_to_n_loss(
@@ -106,6 +131,7 @@ def one_to_n_loss(
     layer_weights: Tensor,
     objective: str = "bce",
     label_smoothing: float = 0.1,
+    matmul_dtype: Optional[torch.dtype] = None,
 ) -> Tensor:
     r"""Weighted 1-N loss of the logits :math:`f_{kbn} = q_{kb} \cdot x_{kn}`
     of :math:`L` layers, without materialising them.
@@ -139,6 +165,12 @@ def one_to_n_loss(
         layer_weights (Tensor): ``[L]`` weights :math:`\alpha_k`.
         objective (str, optional): :obj:`"bce"` or :obj:`"softmax"`. (default: :obj:`"bce"`)
         label_smoothing (float, optional): :math:`\epsilon`. (default: :obj:`0.1`)
+        matmul_dtype (torch.dtype, optional): Dtype of the scoring matmuls
+            and of their gradient products, e.g. :obj:`torch.bfloat16` for
+            bf16 tensor cores: queries, entities and each chunk's logit
+            gradient are rounded to it, while the logits, the loss and the
+            accumulated gradients stay in the queries' dtype.
+            (default: :obj:`None`, the queries' dtype)
 
     Returns:
         A scalar tensor.
@@ -154,4 +186,4 @@ def one_to_n_loss(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
-    return _FusedOneToNLoss.apply(queries, entities, positives, layer_weights, objective, label_smoothing)
+    return _FusedOneToNLoss.apply(queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype)

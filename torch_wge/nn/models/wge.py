@@ -247,7 +247,14 @@ class WGE(torch.nn.Module):
         queries = queries.transpose(0, 1).reshape(heads.numel(), -1)  # [B, (K + 1) C]
         return queries @ encoded.candidates().t()
 
-    def loss(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
+    def loss(
+        self,
+        encoded: EncodedGraph,
+        heads: Tensor,
+        relations: Tensor,
+        positives: Tensor,
+        matmul_dtype: Optional[torch.dtype] = None,
+    ) -> Tensor:
         r"""The training loss of a batch of queries: the objective (default
         1-N binary cross-entropy with label smoothing,
 
@@ -262,6 +269,10 @@ class WGE(torch.nn.Module):
 
         Args:
             positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with ``y_{bn} = 1``.
+            matmul_dtype (torch.dtype, optional): Dtype of the scoring
+                matmuls (e.g. :obj:`torch.bfloat16`), see
+                :func:`~torch_wge.nn.kge.loss.one_to_n_loss`.
+                (default: :obj:`None`, the parameters' dtype)
         """
         loss = one_to_n_loss(
             self.queries(encoded, heads, relations),
@@ -270,6 +281,7 @@ class WGE(torch.nn.Module):
             self.layer_weights,
             self.objective,
             self.label_smoothing,
+            matmul_dtype,
         )
         if self.n3_weight > 0:
             loss = loss + self.n3_weight * self.n3(encoded, heads, relations, positives)
