@@ -144,6 +144,8 @@ def load(args):
         batch_size=args.batch_size,
         channels=args.channels,
         eval_batch_size=args.eval_batch_size,
+        # named only when not the default, so that a baseline from before the option still runs
+        **({"precision": args.precision} if args.precision != "float32" else {}),
     )
     tic = time.perf_counter()
     _, data = load_data(config)
@@ -596,6 +598,8 @@ def run_worker(
         str(args.eval_batch_size),
         "--channels",
         str(args.channels),
+        "--precision",
+        args.precision,
         "--layers",
         str(0 if kind in ("quate", "pykeen") else args.layers),
         "--tmp",
@@ -704,6 +708,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--eval-batch-size", type=int, default=1024)
     parser.add_argument("--channels", type=int, default=256)
+    parser.add_argument(
+        "--precision", default="float32", help="TrainConfig.precision of torch_wge: float32, tf32 or bf16"
+    )
     parser.add_argument("--layers", type=int, default=2, help="WGE encoder layers K (default: 2)")
     parser.add_argument("--skip-pykeen", action="store_true")
     parser.add_argument("--skip-naive", action="store_true")
