@@ -33,10 +33,12 @@ def reference_softmax(queries, entities, positives, weights, eps):
     return total
 
 
-@pytest.mark.parametrize("chunk_elements", [1 << 19, 12, 6])  # one chunk; chunks of 2 rows; of 1 row
+# one chunk; chunks of 2 rows; of 1 row; of 3 rows and 2 (the row floor above 6 // 6 entities)
+@pytest.mark.parametrize("chunk_elements, min_rows", [(1 << 19, 128), (12, 1), (6, 1), (6, 3)])
 @pytest.mark.parametrize("objective, reference", [("bce", reference_bce), ("softmax", reference_softmax)])
-def test_loss_and_gradients_equal_dense_reference(monkeypatch, chunk_elements, objective, reference):
+def test_loss_and_gradients_equal_dense_reference(monkeypatch, chunk_elements, min_rows, objective, reference):
     monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(loss_module, "MIN_CHUNK_ROWS", min_rows)
     torch.manual_seed(0)
     queries = torch.randn(3, 5, 8, dtype=torch.float64, requires_grad=True)
     entities = torch.randn(3, 6, 8, dtype=torch.float64, requires_grad=True)
@@ -53,6 +55,7 @@ def test_loss_and_gradients_equal_dense_reference(monkeypatch, chunk_elements, o
 @pytest.mark.parametrize("objective, reference", [("bce", reference_bce), ("softmax", reference_softmax)])
 def test_bfloat16_matmuls_stay_close_to_the_float64_reference(monkeypatch, objective, reference):
     monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", 12)  # several chunks per layer
+    monkeypatch.setattr(loss_module, "MIN_CHUNK_ROWS", 1)
     torch.manual_seed(2)
     queries = torch.randn(3, 5, 64, dtype=torch.float64) / 4
     entities = torch.randn(3, 6, 64, dtype=torch.float64) / 4
