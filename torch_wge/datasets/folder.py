@@ -1,7 +1,7 @@
 """Any folder of triple files."""
 
 import os.path as osp
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from torch_wge.datasets.base import (
     SPLIT_FILES,
@@ -34,17 +34,6 @@ class TriplesFolder(KnowledgeGraphDataset):
         >>> from torch_wge.datasets import TriplesFolder
         >>> dataset = TriplesFolder('path/to/my_kg')  # doctest: +SKIP
     """
-
-    def __init__(
-        self,
-        root: str,
-        transform: Optional[Callable] = None,
-        pre_transform: Optional[Callable] = None,
-        force_reload: bool = False,
-        log: bool = True,
-        unseen: str = "keep",
-    ) -> None:
-        super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log, unseen=unseen)
 
     @property
     def raw_dir(self) -> str:

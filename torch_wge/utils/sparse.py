@@ -1,4 +1,6 @@
+import contextlib
 import warnings
+from typing import Iterator
 
 import torch
 from torch import Tensor
@@ -6,6 +8,14 @@ from torch_geometric.utils import to_torch_csr_tensor
 
 #: torch's one-time notices on creating a sparse CSR tensor; they say nothing about the tensor at hand.
 CSR_NOTICES = ("Sparse CSR tensor support is in beta", "Sparse invariant checks are implicitly disabled")
+
+
+@contextlib.contextmanager
+def _without_csr_notices() -> Iterator[None]:
+    with warnings.catch_warnings():
+        for notice in CSR_NOTICES:
+            warnings.filterwarnings("ignore", message=notice, category=UserWarning)
+        yield
 
 
 def csr_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float) -> Tensor:
@@ -21,9 +31,7 @@ def csr_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch
                 [1., 0., 0.],
                 [1., 0., 0.]])
     """
-    with warnings.catch_warnings():
-        for notice in CSR_NOTICES:
-            warnings.filterwarnings("ignore", message=notice, category=UserWarning)
+    with _without_csr_notices():
         return to_torch_csr_tensor(
             edge_index.flip(0), torch.ones(edge_index.size(1), dtype=dtype), size=(num_nodes, num_nodes)
         )
@@ -65,7 +73,5 @@ def matmul_with_transpose(adj_t: Tensor, adj: Tensor, x: Tensor) -> Tensor:
 
 def csr_transpose(adj_t: Tensor) -> Tensor:
     """The transpose of a ``torch.sparse_csr`` matrix, itself in CSR layout."""
-    with warnings.catch_warnings():
-        for notice in CSR_NOTICES:
-            warnings.filterwarnings("ignore", message=notice, category=UserWarning)
+    with _without_csr_notices():
         return adj_t.t().to_sparse_csr()
