@@ -2,10 +2,20 @@
 
 import errno
 import os
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
+
+# torch 2.13 deprecates TorchScript, and two of its users script when they are imported: PyG (a
+# helper of its pooling modules, on `import torch_geometric`) and torch itself (torch.utils.mkldnn,
+# imported by the first torch.compile). Imported here once with exactly that notice hidden, so the
+# test run shows only warnings of torch_wge and its tests; a later torch.jit.script call still warns.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", r"`torch\.jit\.script(_method)?` is deprecated", DeprecationWarning)
+    import torch.utils.mkldnn  # noqa: F401
+    import torch_geometric  # noqa: F401
 
 SHARED_DATASETS = Path(
     os.environ.get(

@@ -1,4 +1,5 @@
 import json
+import os
 import runpy
 import shutil
 import sys
@@ -12,6 +13,15 @@ import torch_wge.datasets.base as datasets_base
 from torch_wge.cli import main
 from torch_wge.testing import random_kg
 from torch_wge.training.checkpoint import FORMAT
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _working_folder(tmp_path_factory):
+    """The commands' default folders (``data``, ``runs``) in a temporary working folder."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(before)
 
 
 @pytest.fixture(scope="module")
@@ -332,3 +342,37 @@ def test_example_reports_an_offline_download_in_one_line(tmp_path, capsys, monke
 def test_debug_shows_the_traceback(kg_folder, capsys):
     with pytest.raises(ValueError, match="lr must be in"):
         main(TRAIN + ["--dataset", str(kg_folder), "--lr", "inf", "--debug"])
+
+
+def test_help_states_each_default_once():
+    import argparse
+
+    from torch_wge.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in commands.choices.items():
+        for action in parser._actions:
+            text = action.help or ""
+            assert text.count("(default:") <= 1 and "(default: None)" not in text, (name, action.dest, text)
+
+
+def test_a_used_run_folder_and_an_unknown_entity_are_worded_for_the_command_line(trained, kg_folder, capsys):
+    assert main(TRAIN + ["--dataset", str(kg_folder), "--out", str(trained)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.endswith(f"{trained} already holds a run; add --resume to continue it, or choose another --out")
+    assert "resume=True" not in line
+    assert main(["predict", str(trained / "best.pt"), "--head", "nobody", "--relation", "P1"]) == 2
+    assert "not among the 30 entities of" in capsys.readouterr().err
+
+
+def test_a_folder_dataset_is_processed_under_root_and_left_as_it_was(kg_folder, tmp_path, capsys):
+    before = sorted(p.relative_to(kg_folder) for p in kg_folder.rglob("*"))
+    run, root = tmp_path / "run", tmp_path / "cache"
+    argv = ["--dataset", str(kg_folder), "--root", str(root), "--out", str(run)]
+    assert main(TRAIN + ["--epochs", "1"] + argv) == 0
+    assert sorted(p.relative_to(kg_folder) for p in kg_folder.rglob("*")) == before
+    assert not (kg_folder / "processed").exists()  # nor by the runs of the other tests
+    processed = sorted(p.name for p in root.rglob("*.pt"))
+    assert len(processed) == 2 and processed[0].startswith("data-") and processed[1].startswith("vocab-")
+    assert main(["evaluate", str(run / "best.pt")]) == 0  # found again from the run's settings
+    assert sorted(p.name for p in root.rglob("*.pt")) == processed

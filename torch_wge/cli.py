@@ -46,7 +46,7 @@ CONFIG_HELP = {
     "conv": "quaternion (QGNN) or gcn (ablation 2)",
     "eval_batch_size": "queries scored at once during evaluation",
     "patience": "stop after this many validations without improvement (default: never)",
-    "time_limit": "stop training after the epoch in which this many minutes of training and validation have passed, then evaluate the best checkpoint (a stopped run resumes with --resume)",
+    "time_limit": "stop training after the epoch in which this many minutes of training and validation have passed, then evaluate the best checkpoint (a stopped run resumes with --resume) (default: no limit)",
     "precision": "float32; tf32 (TensorFloat-32 matmuls on CUDA, training and evaluation); bf16 (bfloat16 operands for the training loss's scoring matmuls, the bulk of an epoch; slower on CPUs without bf16 instructions)",
     "seed": "random seed",
     "device": "cpu, cuda, cuda:1, ... (default: cuda when available)",
@@ -91,7 +91,7 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
     from torch_wge.datasets import DownloadError
     from torch_wge.training import CheckpointError
     from torch_wge.training.run_folder import RunFolderBusy
-    from torch_wge.training.trainer import TrainingError
+    from torch_wge.training.trainer import RunFolderHoldsRun, TrainingError
 
     expected = (CliError, CheckpointError, DownloadError, RunFolderBusy, TrainingError, ValueError, KeyError, OSError)
     try:
@@ -103,6 +103,8 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
         if debug or not (isinstance(error, expected) or _is_out_of_memory(error)):
             raise
         message = one_line(error)
+        if isinstance(error, RunFolderHoldsRun):  # the Python wording names fit(resume=True)
+            message = f"{error.folder} already holds a run; add --resume to continue it, or choose another --out"
         if _is_out_of_memory(error):
             message = f"out of memory ({message}); try a smaller --channels, --batch-size or --eval-batch-size"
         rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
@@ -123,6 +125,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         if field.name in RECIPES["paper"]:
             shown = ", ".join(f"{name}: {values[field.name]}" for name, values in RECIPES.items())
             help_text = f"{CONFIG_HELP[field.name]} (default: from --recipe; {shown})"
+        elif "(default:" in CONFIG_HELP[field.name]:  # a default said in words
+            help_text = CONFIG_HELP[field.name]
         else:
             help_text = f"{CONFIG_HELP[field.name]} (default: {field.default})"
         if kind is bool:
@@ -216,7 +220,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="CPU threads for PyTorch (default: the cores not busy with other processes, at most PyTorch's default)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars and progress messages")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 

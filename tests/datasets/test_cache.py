@@ -75,10 +75,10 @@ def test_damaged_cache_is_rebuilt(folder, damage):
     assert torch.equal(again[0].edge_index, first[0].edge_index)
 
 
-def test_force_reload(folder, monkeypatch, capsys):
+def test_force_reload(folder, tmp_path, monkeypatch, capsys):
     calls = count_processing(monkeypatch)
-    assert main(["stats", "--dataset", str(folder)]) == 0
-    assert main(["stats", "--dataset", str(folder)]) == 0
+    assert main(["stats", "--dataset", str(folder), "--root", str(tmp_path)]) == 0
+    assert main(["stats", "--dataset", str(folder), "--root", str(tmp_path)]) == 0
     assert len(calls) == 1
-    assert main(["stats", "--dataset", str(folder), "--force-reload"]) == 0
+    assert main(["stats", "--dataset", str(folder), "--root", str(tmp_path), "--force-reload"]) == 0
     assert len(calls) == 2

@@ -122,7 +122,6 @@ def test_stale_temporaries_are_removed_on_the_next_start(data, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     Trainer(config(epochs=3), data, tmp_path, progress=False).fit(resume=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".lock",
         "best.pt",
         "config.json",
         "last.pt",

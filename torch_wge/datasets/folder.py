@@ -1,7 +1,8 @@
 """Any folder of triple files."""
 
+import hashlib
 import os.path as osp
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from torch_wge.datasets.base import (
     SPLIT_FILES,
@@ -19,13 +20,18 @@ class TriplesFolder(KnowledgeGraphDataset):
 
     See :class:`~torch_wge.datasets.base.KnowledgeGraphDataset` for the
     graph layout, id order and cleaning rules. The files are read from
-    :obj:`root` itself (nothing is downloaded) and the processed graph is
-    written to ``root/processed``. Optional labels (``id<TAB>label``):
-    ``entity_labels.txt`` (or ``entity_labels.en.txt``) and
-    ``relation_labels.txt`` (or ``relation_labels.en.txt``).
+    :obj:`root` itself (nothing is downloaded). The processed graph is
+    written to ``root/processed``, or with :obj:`cache_root` outside the
+    folder, to ``cache_root/<folder name>-<digest of its absolute path>/processed``
+    (how the command line keeps a user's data folder as it is). Optional
+    labels (``id<TAB>label``): ``entity_labels.txt`` (or
+    ``entity_labels.en.txt``) and ``relation_labels.txt`` (or
+    ``relation_labels.en.txt``).
 
     Args:
         root (str): The folder holding the triple files.
+        cache_root (str, optional): Folder for the processed graph.
+            (default: :obj:`None`, ``root`` itself)
         **kwargs (optional): :obj:`transform`, :obj:`pre_transform`,
             :obj:`force_reload`, :obj:`log`, :obj:`unseen` of
             :class:`~torch_wge.datasets.base.KnowledgeGraphDataset`.
@@ -35,9 +41,22 @@ class TriplesFolder(KnowledgeGraphDataset):
         >>> dataset = TriplesFolder('path/to/my_kg')  # doctest: +SKIP
     """
 
+    def __init__(self, root: str, cache_root: Optional[str] = None, **kwargs: Any) -> None:
+        self.cache_root = cache_root
+        super().__init__(root, **kwargs)
+
     @property
     def raw_dir(self) -> str:
         return self.root
+
+    @property
+    def processed_dir(self) -> str:
+        inside = super().processed_dir  # root/processed/<setting>
+        if self.cache_root is None:
+            return inside
+        folder = osp.abspath(self.root)
+        digest = hashlib.md5(folder.encode("utf-8")).hexdigest()[:8]
+        return osp.join(self.cache_root, f"{osp.basename(folder)}-{digest}", osp.relpath(inside, self.root))
 
     def download(self) -> None:
         missing: List[str] = [f for f in SPLIT_FILES if not osp.isfile(osp.join(self.raw_dir, f))]

@@ -30,8 +30,11 @@ def graph_transform(config: TrainConfig) -> T.Compose:
 
 
 def open_dataset(name: str, root: str, **kwargs) -> InMemoryDataset:
-    """The dataset called ``name`` under ``root``, or the folder of triple files ``name``."""
-    return get_dataset(name, root if name.lower() in DATASETS else None, **kwargs)
+    """The dataset called ``name`` under ``root``, or the folder of triple files ``name``
+    (processed under ``root``: the folder itself is only read)."""
+    if name.lower() in DATASETS:
+        return get_dataset(name, root, **kwargs)
+    return get_dataset(name, cache_root=root, **kwargs)
 
 
 def load_data(config: TrainConfig, force_reload: bool = False) -> Tuple[InMemoryDataset, Data]:

@@ -112,7 +112,8 @@ def _index(names: Optional[List[str]], name: Union[str, int], kind: str, dataset
     try:
         return names.index(name)
     except ValueError:
-        raise ValueError(f"unknown {kind} {name!r}: not among the {len(names)} {kind}s of {dataset}") from None
+        plural = "entities" if kind == "entity" else f"{kind}s"
+        raise ValueError(f"unknown {kind} {name!r}: not among the {len(names)} {plural} of {dataset}") from None
 
 
 @torch.no_grad()

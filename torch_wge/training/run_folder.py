@@ -21,7 +21,9 @@ class RunLock:
 
     The lock is an ``flock`` on ``<folder>/.lock``: the operating system
     releases it when the process ends, however it ends, so a killed run never
-    leaves the folder locked.
+    leaves the folder locked. A run that ends cleanly removes the file
+    (``release(remove=True)``, while still holding it); a process that locked
+    the file just before it was removed finds it gone and locks a new one.
     """
 
     def __init__(self, folder: Union[str, Path]):
@@ -40,10 +42,20 @@ class RunLock:
                     f"wait for it to end or choose another --out"
                 ) from None
             raise
+        try:
+            current = os.stat(self.path)
+        except FileNotFoundError:
+            current = None
+        if current is None or not os.path.samestat(os.fstat(fd), current):
+            os.close(fd)  # locked a file that a finished run removed: lock the current one
+            return self.acquire()
         self._fd = fd
 
-    def release(self) -> None:
+    def release(self, remove: bool = False) -> None:
+        """Drops the lock; with ``remove``, first deletes ``.lock`` (a run that ended cleanly)."""
         if self._fd is not None:
+            if remove:
+                self.path.unlink(missing_ok=True)
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
 

@@ -1,5 +1,6 @@
 import errno
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
@@ -34,6 +35,14 @@ class TrainingError(RuntimeError):
     """A run that cannot go on (its loss is no longer finite)."""
 
 
+class RunFolderHoldsRun(FileExistsError):
+    """A new run was asked for in a folder that already holds one (``folder``)."""
+
+    def __init__(self, folder: Path):
+        super().__init__(f"{folder} already holds a run; fit(resume=True) continues it, or choose another out_dir")
+        self.folder = folder
+
+
 class Trainer:
     r"""Trains a :class:`~torch_wge.nn.WGE` model with 1-N scoring and selects
     the checkpoint with the best filtered validation MRR.
@@ -60,7 +69,8 @@ class Trainer:
     - ``results.json``: config, best epoch, best validation and test metrics
       (overall, per side and per relation), wall time and versions.
     - ``config.json``: the settings; ``.lock``: held while a run writes here,
-      so a second run into the same folder is refused.
+      so a second run into the same folder is refused (removed when the run
+      ends without an error).
 
     Every file is written atomically (see :mod:`torch_wge.io`): a kill at any
     instant loses at most the epoch in progress, and a resume continues from
@@ -83,7 +93,9 @@ class Trainer:
         config (TrainConfig): The run's settings.
         data (Data): The graph with its views (see :func:`load_data`).
         out_dir (str or Path): Folder for checkpoints and logs.
-        progress (bool, optional): Show progress bars. (default: :obj:`True`)
+        progress (bool, optional): Show progress bars and a first line naming
+            the run folder (and the epoch a resumed run continues from).
+            (default: :obj:`True`)
         backend (str, optional): Process-group backend when started by
             ``torchrun``. (default: ``"nccl"`` on CUDA, ``"gloo"`` on the CPU)
         vocabulary (str, optional): :func:`~torch_wge.training.checkpoint.vocabulary_digest`
@@ -275,10 +287,7 @@ class Trainer:
             self._repair_best(state)
             truncate_log(self.out_dir / "log.jsonl", state["epoch"])
         elif last.exists():
-            raise FileExistsError(
-                f"{self.out_dir} already holds a run; pass resume=True (--resume) to continue it "
-                f"or choose another output folder"
-            )
+            raise RunFolderHoldsRun(self.out_dir)
         else:  # files of a run killed before its first checkpoint
             for name in ("log.jsonl", "best.pt", "results.json"):
                 (self.out_dir / name).unlink(missing_ok=True)
@@ -294,11 +303,14 @@ class Trainer:
         """Trains for ``config.epochs`` epochs (or until early stopping), then
         evaluates the best checkpoint; returns the content of ``results.json``."""
         self._lock = None
+        finished = False
         try:
-            return self._fit(resume)
+            result = self._fit(resume)
+            finished = True
+            return result
         finally:
             if self._lock is not None:
-                self._lock.release()
+                self._lock.release(remove=finished)
 
     def _fit(self, resume: bool) -> Dict[str, Any]:
         start_time = time.perf_counter()
@@ -308,13 +320,10 @@ class Trainer:
         if resume:
             self._restore(state)
         cfg = self.config
-        bar = tqdm(
-            total=cfg.epochs,
-            initial=self.epoch,
-            desc="epochs",
-            unit="epoch",
-            disable=not (self.progress and self.dist.is_main),
-        )
+        show = self.progress and self.dist.is_main
+        if show:
+            tqdm.write(self._banner(resume), file=sys.stderr)
+        bar = tqdm(total=cfg.epochs, initial=self.epoch, desc="epochs", unit="epoch", disable=not show)
         while self.epoch < cfg.epochs and not self._should_stop() and not self._out_of_time():
             tic = time.perf_counter()
             loss = self.train_epoch()
@@ -337,15 +346,34 @@ class Trainer:
                     "wall_seconds": self.wall_seconds,
                 }
             )
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.4f}", best_mrr=f"{max(self.best['mrr'], 0):.4f}")
             new_best = None
             if self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs or self._out_of_time():
                 new_best = self._validate(bar)
+            bar.set_postfix(self._progress_figures(loss), refresh=False)
+            bar.update(1)
             if self.dist.is_main:
                 self._save_epoch(new_best)
         bar.close()
         return self._finish(time.perf_counter() - start_time)
+
+    def _banner(self, resume: bool) -> str:
+        """The first line of a run: its folder, and for a resumed run the epoch it continues from."""
+        if not resume:
+            return f"training into {self.out_dir} (epochs 1 to {self.config.epochs})"
+        best = self.best["epoch"]
+        best_text = (
+            f"best validation MRR {self.best['mrr']:.4f} at epoch {best}" if best is not None else "not validated yet"
+        )
+        return (
+            f"resuming the run in {self.out_dir} after epoch {self.epoch} "
+            f"(epochs {self.epoch + 1} to {self.config.epochs}; {best_text})"
+        )
+
+    def _progress_figures(self, loss: float) -> Dict[str, str]:
+        """The progress bar's figures after an epoch: its loss and the best validation MRR so
+        far, the largest ``both.mrr`` of the log's evaluations (none before the first)."""
+        best = f"{self.best['mrr']:.4f}" if self.best["epoch"] is not None else "-"
+        return {"loss": f"{loss:.4f}", "best_mrr": best}
 
     def _out_of_time(self) -> bool:
         """Whether the run's training and validation time has passed ``time_limit`` minutes."""

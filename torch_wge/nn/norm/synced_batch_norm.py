@@ -3,14 +3,36 @@ import torch.distributed as dist
 from torch import Tensor
 
 
+class AllReduceSum(torch.autograd.Function):
+    r"""The sum :math:`y = \sum_j x_j` of a tensor over the processes of a
+    group, differentiable: every process's loss :math:`L_j` depends on the
+    same :math:`y`, so the gradient of the total loss with respect to
+    :math:`x_i` is :math:`\sum_j \partial L_j / \partial y`, the sum of
+    the incoming gradients over the processes (an all-reduce in backward too).
+    ``AllReduceSum.apply(x, group)``: :math:`x` of any shape, the same on
+    every process."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, group) -> Tensor:
+        ctx.group = group
+        total = x.clone()
+        dist.all_reduce(total, group=group)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        total = grad.clone()
+        dist.all_reduce(total, group=ctx.group)
+        return total, None
+
+
 class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
     r""":class:`~torch.nn.BatchNorm1d` over the union of the batches of all
     processes of ``process_group``, on any device.
 
     In training mode the per-channel sums :math:`\sum_b x_b`,
     :math:`\sum_b x_b^2` and the count are summed over the processes (in
-    float64, one differentiable all-reduce,
-    :func:`torch.distributed.nn.functional.all_reduce`), the input is normalised with the
+    float64, one differentiable all-reduce, :class:`AllReduceSum`), the input is normalised with the
     global mean and biased variance, and the running averages are updated
     with the global mean and unbiased variance, as one
     :class:`~torch.nn.BatchNorm1d` over the whole global batch would. A
@@ -82,9 +104,7 @@ class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
             raise ValueError(f"'{self.__class__.__name__}' expects input of shape [B, C], got {tuple(input.shape)}")
         x = input.to(torch.float64)
         local = torch.cat([x.sum(0), (x * x).sum(0), x.new_full((1,), input.size(0))])
-        from torch.distributed.nn.functional import all_reduce  # differentiable; only with torch.distributed
-
-        stats = all_reduce(local, group=self.process_group or dist.group.WORLD)
+        stats = AllReduceSum.apply(local, self.process_group or dist.group.WORLD)
         channels = self.num_features
         total_sum, total_squares, count = stats[:channels], stats[channels : 2 * channels], stats[-1]
         n = int(count.item())
