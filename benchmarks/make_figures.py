@@ -1,4 +1,5 @@
-"""Figures from run folders (matplotlib required: ``pip install -e ".[plot]"``).
+"""Figures from run folders (matplotlib required: ``pip install -e ".[plot]"``); the curves
+and per-relation figures are :mod:`torch_wge.plot`'s (``torch-wge plot``), from records.
 
     # validation MRR against epochs and against wall time, one line per run
     # (time to accuracy: the paper's recipe beside the fast one, on log axes)
@@ -15,7 +16,6 @@ Run folders and the records ``benchmarks/reproduce.py`` keeps (``benchmarks/reco
 
 import argparse
 import json
-from collections import Counter
 from pathlib import Path
 
 import matplotlib
@@ -23,64 +23,29 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def read_log(run: Path):
-    return [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()]
-
-
-def label_of(run: Path) -> str:
-    config = json.loads((run / "config.json").read_text())
-    model = "QuatE" if config["num_layers"] == 0 else f"WGE ({config['views']}, {config['conv']})"
-    recipe = config.get("recipe", "paper")  # runs from before recipes existed used the paper's
-    objective = config.get("objective", "bce")
-    return f"{config['dataset']} {model}, {recipe} recipe, {objective}, lr {config['lr']:g}"
+from torch_wge.plot import RelationTable, curves_figure, read_run, relations_figure, save_figure  # noqa: E402
 
 
 def curves(runs, out, log_x=False):
-    fig, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(11, 4))
-    for run in runs:
-        evals = [r for r in read_log(run) if r["event"] == "eval"]
-        mrr = [r["both.mrr"] for r in evals]
-        by_epoch.plot([r["epoch"] for r in evals], mrr, label=label_of(run))
-        by_time.plot([r["wall_seconds"] / 60 for r in evals], mrr, label=label_of(run))
-    for ax, xlabel in ((by_epoch, "epoch"), (by_time, "wall time (min, training + validation)")):
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("validation MRR (filtered)")
-        ax.grid(alpha=0.3)
-        if log_x:
-            ax.set_xscale("log")
-    by_epoch.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    """Validation MRR against epochs and wall time (``torch-wge plot`` draws the loss too)."""
+    save_figure(curves_figure([read_run(run) for run in runs], curves=("mrr",), log_x=log_x), out)
 
 
 def relations(runs, split, out):
+    """Head and tail MRR of the 10 most frequent relations, from each record's results.json
+    (relation labels read from the dataset of the first run)."""
     from torch_wge.training import open_dataset
 
-    records = [json.loads((run / "results.json").read_text()) for run in runs]
     config = json.loads((runs[0] / "config.json").read_text())
     dataset = open_dataset(config["dataset"], config["root"])
-    data = dataset[0]
-    frequency = Counter(data.edge_type[data.train_mask].tolist())
-    top = [r for r, _ in frequency.most_common(10)]
-    labels = getattr(dataset, "relation_labels", None)
-    names = [(labels[r] if labels and labels[r] else dataset.relation_names[r])[:28] for r in top]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-    width = 0.8 / len(runs)
-    for side, ax in zip(("head", "tail"), axes):
-        for i, (run, record) in enumerate(zip(runs, records)):
-            table = {(row["relation"], row["side"]): row["mrr"] for row in record[split]["per_relation"]}
-            values = [table.get((r, side), 0.0) for r in top]
-            label = f"{label_of(run)}, epoch {record['best_epoch']:,}"
-            ax.bar([x + i * width for x in range(len(top))], values, width, label=label)
-        ax.set_title(f"{side} prediction ({split})")
-        ax.set_xticks(
-            [x + width * (len(runs) - 1) / 2 for x in range(len(top))], names, rotation=60, ha="right", fontsize=7
-        )
-        ax.set_ylabel("MRR (filtered)")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    labels = getattr(dataset, "relation_labels", None) or [None] * len(dataset.relation_names)
+    names = [label or name for name, label in zip(dataset.relation_names, labels)]
+    tables = []
+    for run in runs:
+        record = json.loads((run / "results.json").read_text())
+        label = f"{read_run(run).label}, epoch {record['best_epoch']:,}"
+        tables.append(RelationTable(label, names, record[split]["per_relation"]))
+    save_figure(relations_figure(tables), out)
 
 
 def sensitivity(runs, setting, out):

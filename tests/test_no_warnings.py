@@ -74,3 +74,16 @@ def test_two_process_torchrun_warns_nothing_and_rank_0_alone_reports(kg_folder, 
     assert done.stderr.count(f"training into {out}") == 1
     assert done.stderr.count("CPU thread(s)") == 1
     assert done.stdout.count("best epoch") == 1
+
+
+@pytest.mark.slow
+def test_the_test_run_shows_no_torchscript_notice():
+    """torch 2.13 deprecates TorchScript; importing PyG and torch.compile's first call
+    script at import time. tests/conftest.py imports them with that notice hidden: a
+    compile test and a jit.script test run clean with deprecation notices as errors."""
+    tests = ["tests/nn/test_quaternion_gcn_conv.py::test_torch_compile_matches_eager"]
+    tests += ["tests/nn/test_script_and_compile.py::test_script_quate_decoder_matches_eager"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error::DeprecationWarning"]
+    done = subprocess.run(command + tests, cwd=REPOSITORY, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout[-3000:]
+    assert "Warning" not in done.stdout, done.stdout[-3000:]

@@ -1,6 +1,6 @@
-"""The README's Python snippets, run in order as a reader would: in an empty
-folder holding PyG's raw files of a small knowledge graph (no network) and a
-CoDEx-S run made by the README's command line."""
+"""The README's Python snippets, run in order as a reader would, each on its own (no
+block reads a variable of another): in an empty folder holding PyG's raw files of a
+small knowledge graph (no network) and a CoDEx-S run made by the README's command line."""
 
 import re
 from pathlib import Path
@@ -76,7 +76,9 @@ def test_readme_python_snippets_run(workspace, monkeypatch, capsys, one_torch_th
     )
     namespace = {}
     for block in BLOCKS:
-        exec(compile(block, str(README), "exec"), namespace)
+        own = {}  # each block runs on its own: a reader may copy any one of them
+        exec(compile(block, str(README), "exec"), own)
+        namespace.update(own)
 
     num_train = len(splits["train"])
     # inverses added once; WordNet18RR numbers its relations by name: ids 0, 3, 5 and 10, so R = 11

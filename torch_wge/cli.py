@@ -1,6 +1,7 @@
 """Command line: ``python -m torch_wge`` or ``torch-wge``.
 
-Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT`` and ``stats``.
+Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT``, ``stats`` and
+``plot RUN [RUN ...]``.
 Every expected failure (a bad option, an unreadable, corrupt or unwritable
 file, a full disk, a failed download, a diverged run) prints one line naming
 the option or file and exits with 2; ``--debug`` shows the traceback instead.
@@ -178,7 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("checkpoint", help="best.pt or last.pt of a training run")
     evaluate.add_argument("--split", choices=["valid", "test"], default="test", help="split to rank (default: test)")
     evaluate.add_argument("--per-relation", action="store_true", help="also print the per-relation, per-side table")
-    evaluate.add_argument("--json", default=None, help="write all metrics to this JSON file")
+    evaluate.add_argument(
+        "--json",
+        default=None,
+        help="write all metrics, per relation too, with the relation names, to this JSON file (what 'plot' reads)",
+    )
     add_data_override(evaluate)
     add_common(evaluate)
 
@@ -200,6 +205,24 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_force_reload(stats)
     add_common(stats)
+
+    plot = commands.add_parser(
+        "plot", help="training curves of runs, or per-relation MRR of 'evaluate --json' files (needs matplotlib)"
+    )
+    plot.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="RUN",
+        help="run folders (loss and validation MRR against epochs and minutes), or files written by "
+        "'evaluate --per-relation --json' (MRR of the most frequent relations, head and tail)",
+    )
+    plot.add_argument(
+        "--out", default="plot.png", help="figure file; its extension names the format (default: plot.png)"
+    )
+    plot.add_argument("--log-x", action="store_true", help="logarithmic epoch and time axes")
+    plot.add_argument("--top", type=positive_int, default=10, help="relations drawn, most queries first (default: 10)")
+    plot.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    plot.set_defaults(threads=None)
     return parser
 
 
@@ -271,7 +294,10 @@ def run_evaluate(args) -> None:
     labelled = [f"{name} ({label})" if label else name for name, label in zip(names, labels)]
     print(results.format(per_relation=args.per_relation, relation_names=labelled))
     if args.json:
-        io.write_json(args.json, results.to_dict())
+        io.write_json(
+            args.json,
+            {"checkpoint": str(args.checkpoint), "split": args.split, "relation_names": labelled, **results.to_dict()},
+        )
 
 
 def run_predict(args) -> None:
@@ -314,7 +340,28 @@ def run_stats(args) -> None:
             print(f"  {key:<{width}}  {value:,}" if isinstance(value, int) else f"  {key:<{width}}  {value}")
 
 
-COMMANDS = {"train": run_train, "evaluate": run_evaluate, "predict": run_predict, "stats": run_stats}
+def run_plot(args) -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CliError("plot needs matplotlib, which is not installed: pip install 'torch_wge[plot]'") from None
+    from torch_wge import plot
+
+    paths = [Path(p) for p in args.inputs]
+    for path in paths:
+        if not path.exists():
+            raise CliError(f"{path}: no such run folder or file")
+    if all(path.is_dir() for path in paths):
+        figure = plot.curves_figure([plot.read_run(path) for path in paths], log_x=args.log_x)
+    elif not any(path.is_dir() for path in paths):
+        figure = plot.relations_figure([plot.read_relation_table(path) for path in paths], top=args.top)
+    else:
+        raise CliError("plot: give run folders, or files of 'evaluate --json', not both")
+    plot.save_figure(figure, args.out)
+    print(f"figure in {args.out}")
+
+
+COMMANDS = {"train": run_train, "evaluate": run_evaluate, "predict": run_predict, "stats": run_stats, "plot": run_plot}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

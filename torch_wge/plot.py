@@ -1,0 +1,182 @@
+"""Figures of training runs: loss and validation MRR against epochs and minutes,
+and per-relation MRR (``torch-wge plot``; needs matplotlib, ``pip install "torch_wge[plot]"``).
+
+Figures are :class:`matplotlib.figure.Figure` objects made without pyplot, so
+importing this module changes no matplotlib backend; :func:`save_figure` writes
+one atomically.
+
+Example:
+    >>> from torch_wge.plot import curves_figure, read_run, save_figure
+    >>> run = read_run('runs/codex-s')  # doctest: +SKIP
+    >>> save_figure(curves_figure([run]), 'codex-s.png')  # doctest: +SKIP
+"""
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from torch_wge import io
+from torch_wge.training.run_folder import read_log
+
+PathLike = Union[str, Path]
+
+#: The curves :func:`curves_figure` can draw: name -> (log record event, field, axis label).
+CURVES = {
+    "loss": ("epoch", "loss", "training loss"),
+    "mrr": ("eval", "both.mrr", "validation MRR (filtered)"),
+}
+#: The x axes of :func:`curves_figure`: name -> (log record field, its unit in the field's, axis label).
+X_AXES = {
+    "epoch": ("epoch", 1, "epoch"),
+    "minutes": ("wall_seconds", 60, "training and validation time (min)"),
+}
+
+
+@dataclass
+class Run:
+    """What :func:`read_run` reads from a run folder: its name for a legend and its log's records."""
+
+    label: str
+    records: List[Dict[str, Any]]
+
+    def points(self, curve: str, x_axis: str):
+        """The ``(x, y)`` values of ``curve`` (:data:`CURVES`) against ``x_axis`` (:data:`X_AXES`),
+        one per log record of the curve's event, in log order."""
+        event, field, _ = CURVES[curve]
+        x_field, unit, _ = X_AXES[x_axis]
+        rows = [r for r in self.records if r.get("event") == event and field in r and x_field in r]
+        return [r[x_field] / unit for r in rows], [r[field] for r in rows]
+
+
+@dataclass
+class RelationTable:
+    """Per-relation metrics of one evaluation: a legend ``label``, ``relation_names[r]`` and
+    the rows of :meth:`~torch_wge.evaluation.LinkPredictionResults.per_relation`."""
+
+    label: str
+    relation_names: List[str]
+    rows: List[Dict[str, Any]]
+
+
+def describe_run(config: Dict[str, Any]) -> str:
+    """A short description of a run's settings, e.g. ``"codex-s, WGE, paper recipe"``."""
+    model = "QuatE" if config.get("num_layers") == 0 else "WGE"
+    views = config.get("views", "two-view")
+    if model == "WGE" and (views != "two-view" or config.get("conv", "quaternion") != "quaternion"):
+        model = f"WGE ({views}, {config.get('conv', 'quaternion')})"
+    return f"{config.get('dataset', '?')}, {model}, {config.get('recipe', 'paper')} recipe"
+
+
+def read_run(folder: PathLike, label: Optional[str] = None) -> Run:
+    """The log of the run folder ``folder`` (its ``log.jsonl``; ``config.json``, when there,
+    describes it in the default label ``"<folder>: <dataset>, <model>, <recipe> recipe"``).
+
+    Raises:
+        ValueError: naming the folder or file when it is no run folder or its log holds no epoch.
+    """
+    folder = Path(folder)
+    log = folder / "log.jsonl"
+    if not folder.is_dir() or not log.is_file():
+        raise ValueError(f"{folder}: not a run folder (no {log.name}: give the --out folder of a training run)")
+    records = read_log(log)
+    if not any(r.get("event") == "epoch" for r in records):
+        raise ValueError(f"{log}: no epoch recorded yet")
+    if label is None:
+        config_path = folder / "config.json"
+        config = _read_json(config_path) if config_path.is_file() else None
+        label = f"{folder}: {describe_run(config)}" if isinstance(config, dict) else str(folder)
+    return Run(label, records)
+
+
+def read_relation_table(path: PathLike, label: Optional[str] = None) -> RelationTable:
+    """The per-relation rows of a file written by ``torch-wge evaluate --json`` (with the
+    relation names it holds; relation ids where it holds none).
+
+    Raises:
+        ValueError: naming the file when it holds no per-relation metrics.
+    """
+    content = _read_json(Path(path))
+    rows = content.get("per_relation") if isinstance(content, dict) else None
+    if not isinstance(rows, list) or not rows or not all(isinstance(row, dict) for row in rows):
+        raise ValueError(f"{path}: no per-relation metrics (expected a file of 'torch-wge evaluate --json')")
+    names = content.get("relation_names") or [f"relation {r}" for r in range(content.get("num_relations", 0))]
+    if any(not isinstance(row.get("relation"), int) or not 0 <= row["relation"] < len(names) for row in rows):
+        raise ValueError(f"{path}: per-relation rows name relations it has no name for")
+    if label is None:
+        label = f"{content['checkpoint']} ({content['split']})" if "checkpoint" in content else str(path)
+    return RelationTable(label, list(names), rows)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a JSON file ({error})") from None
+
+
+def curves_figure(runs: Sequence[Run], curves: Sequence[str] = ("loss", "mrr"), log_x: bool = False):
+    """One row of panels per curve of :data:`CURVES` (default: training loss, validation
+    MRR), against epochs (left) and against training and validation minutes (right); one
+    colour per run, the same in every panel. A curve of one point is drawn as a marker.
+    The legend lies below the panels, clear of their axis labels."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 3.2 * len(curves) + 0.35 * len(runs) + 0.4), layout="constrained")
+    axes = fig.subplots(len(curves), len(X_AXES), squeeze=False)
+    for row, curve in zip(axes, curves):
+        for ax, x_axis in zip(row, X_AXES):
+            for index, run in enumerate(runs):
+                x, y = run.points(curve, x_axis)
+                marker = "o" if len(x) == 1 else None
+                ax.plot(x, y, color=f"C{index % 10}", marker=marker, label=run.label)
+            ax.set_xlabel(X_AXES[x_axis][2])
+            ax.set_ylabel(CURVES[curve][2])
+            ax.grid(alpha=0.3)
+            if log_x:
+                ax.set_xscale("log")
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncols=1, fontsize=8)
+    return fig
+
+
+def relations_figure(tables: Sequence[RelationTable], top: int = 10):
+    """The MRR of head and of tail prediction (two panels) of the ``top`` relations with the
+    most queries in the first table, one bar per table (horizontal bars, relation names on
+    the left); the legend lies below the panels."""
+    from matplotlib.figure import Figure
+
+    counts = Counter({row["relation"]: row["count"] for row in tables[0].rows if row["side"] == "both"})
+    relations = [r for r, _ in counts.most_common(top)]
+    names = [tables[0].relation_names[r][:40] for r in relations]
+    height = 0.3 * len(relations) * max(len(tables), 2) + 0.35 * len(tables) + 1.2
+    fig = Figure(figsize=(12, height), layout="constrained")
+    axes = fig.subplots(1, 2, sharex=True, sharey=True)
+    bar = 0.8 / len(tables)
+    for ax, side in zip(axes, ("head", "tail")):
+        for index, table in enumerate(tables):
+            mrr = {row["relation"]: row["mrr"] for row in table.rows if row["side"] == side}
+            positions = [i + (index - (len(tables) - 1) / 2) * bar for i in range(len(relations))]
+            ax.barh(positions, [mrr.get(r, 0.0) for r in relations], bar, color=f"C{index % 10}", label=table.label)
+        ax.set_title(f"{side} prediction")
+        ax.set_xlabel("MRR (filtered)")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(relations)), names, fontsize=8)
+    axes[0].invert_yaxis()  # the most frequent relation on top
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=1, fontsize=8)
+    return fig
+
+
+def save_figure(fig, path: PathLike, dpi: int = 120) -> None:
+    """Writes ``fig`` to ``path`` atomically, in the format its extension names (png, pdf, svg, ...).
+
+    Raises:
+        ValueError: naming ``path`` when matplotlib writes no such format.
+    """
+    path = Path(path)
+    formats = fig.canvas.get_supported_filetypes()
+    kind = path.suffix.lower().lstrip(".")
+    if kind not in formats:
+        raise ValueError(f"{path}: unknown figure format {path.suffix!r} (one of .{', .'.join(sorted(formats))})")
+    with io.atomic_open(path) as f:
+        fig.savefig(f, format=kind, dpi=dpi)
