@@ -155,6 +155,9 @@ def bad_inputs(tmp_path, runs):
     not_json.write_text("not json")
     no_rows = tmp_path / "summary.json"
     no_rows.write_text(json.dumps({"metrics": {}}))
+    no_loss = write_run(tmp_path / "no-loss", [{"event": "epoch", "epoch": 1, "wall_seconds": 2.0}])
+    bad_row = tmp_path / "bad-row.json"
+    bad_row.write_text(json.dumps({"relation_names": ["P1"], "per_relation": [{"relation": 3, "side": "head"}]}))
     out = ["--out", str(tmp_path / "x.png")]
     return {
         "missing": (["plot", str(tmp_path / "nowhere"), *out], f"{tmp_path / 'nowhere'}: no such run folder or file"),
@@ -162,6 +165,8 @@ def bad_inputs(tmp_path, runs):
         "no epoch": (["plot", str(empty_log), *out], f"{empty_log / 'log.jsonl'}: no epoch recorded yet"),
         "not json": (["plot", str(not_json), *out], f"{not_json}: not a JSON file"),
         "no per-relation rows": (["plot", str(no_rows), *out], f"{no_rows}: no per-relation metrics"),
+        "record without loss": (["plot", str(no_loss), *out], f"{no_loss / 'log.jsonl'}, line 1: an epoch record"),
+        "bad row": (["plot", str(bad_row), *out], f"{bad_row}: per-relation row 1 is no relation's metrics"),
         "both kinds": (["plot", str(runs[0]), str(no_rows), *out], "not both"),
         "unknown format": (["plot", str(runs[0]), "--out", str(tmp_path / "x.xyz")], "unknown figure format '.xyz'"),
         "missing folder": (["plot", str(runs[0]), "--out", str(tmp_path / "no" / "x.png")], str(tmp_path / "no")),
@@ -174,15 +179,19 @@ def bad_inputs(tmp_path, runs):
         "missing",
         "no log",
         "no epoch",
+        "record without loss",
         "not json",
         "no per-relation rows",
+        "bad row",
         "both kinds",
         "unknown format",
         "missing folder",
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(case, trained_runs, tmp_path, capsys):
-    argv, named = bad_inputs(tmp_path, trained_runs)[case]
+    cases = bad_inputs(tmp_path, trained_runs)
+    assert len(cases) == 10  # each one tested
+    argv, named = cases[case]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

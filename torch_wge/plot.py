@@ -36,7 +36,8 @@ X_AXES = {
 
 @dataclass
 class Run:
-    """What :func:`read_run` reads from a run folder: its name for a legend and its log's records."""
+    """What :func:`read_run` reads from a run folder: its name for a legend and its log's records
+    (every record a curve reads holds numbers in the fields it reads)."""
 
     label: str
     records: List[Dict[str, Any]]
@@ -46,7 +47,7 @@ class Run:
         one per log record of the curve's event, in log order."""
         event, field, _ = CURVES[curve]
         x_field, unit, _ = X_AXES[x_axis]
-        rows = [r for r in self.records if r.get("event") == event and field in r and x_field in r]
+        rows = [r for r in self.records if r.get("event") == event]
         return [r[x_field] / unit for r in rows], [r[field] for r in rows]
 
 
@@ -74,13 +75,18 @@ def read_run(folder: PathLike, label: Optional[str] = None) -> Run:
     describes it in the default label ``"<folder>: <dataset>, <model>, <recipe> recipe"``).
 
     Raises:
-        ValueError: naming the folder or file when it is no run folder or its log holds no epoch.
+        ValueError: naming the folder or file when it is no run folder, or the file and line of
+            a record that lacks a value a curve needs, or when its log holds no epoch.
     """
     folder = Path(folder)
     log = folder / "log.jsonl"
     if not folder.is_dir() or not log.is_file():
         raise ValueError(f"{folder}: not a run folder (no {log.name}: give the --out folder of a training run)")
     records = read_log(log)
+    for number, record in enumerate(records, 1):
+        missing = _missing_number(record)
+        if missing is not None:
+            raise ValueError(f"{log}, line {number}: an {record['event']} record without a number in {missing!r}")
     if not any(r.get("event") == "epoch" for r in records):
         raise ValueError(f"{log}: no epoch recorded yet")
     if label is None:
@@ -99,14 +105,47 @@ def read_relation_table(path: PathLike, label: Optional[str] = None) -> Relation
     """
     content = _read_json(Path(path))
     rows = content.get("per_relation") if isinstance(content, dict) else None
-    if not isinstance(rows, list) or not rows or not all(isinstance(row, dict) for row in rows):
+    if not isinstance(rows, list) or not rows:
         raise ValueError(f"{path}: no per-relation metrics (expected a file of 'torch-wge evaluate --json')")
-    names = content.get("relation_names") or [f"relation {r}" for r in range(content.get("num_relations", 0))]
-    if any(not isinstance(row.get("relation"), int) or not 0 <= row["relation"] < len(names) for row in rows):
-        raise ValueError(f"{path}: per-relation rows name relations it has no name for")
+    names = content.get("relation_names")
+    if names is None:  # a file of an earlier version: relation ids
+        ids = [row.get("relation") for row in rows if isinstance(row, dict)]
+        names = [f"relation {r}" for r in range(1 + max((r for r in ids if isinstance(r, int)), default=-1))]
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ValueError(f"{path}: 'relation_names' is not a list of names")
+    for number, row in enumerate(rows, 1):
+        if not _is_relation_row(row, len(names)):
+            raise ValueError(f"{path}: per-relation row {number} is no relation's metrics: {json.dumps(row)[:100]}")
     if label is None:
         label = f"{content['checkpoint']} ({content['split']})" if "checkpoint" in content else str(path)
     return RelationTable(label, list(names), rows)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _missing_number(record: Dict[str, Any]) -> Optional[str]:
+    """The first field that a curve drawn from ``record`` needs and that is no number in it
+    (:obj:`None` when it has them all, or when no curve reads it)."""
+    for event, field, _ in CURVES.values():
+        if record.get("event") == event:
+            for name in (field, *(x_field for x_field, _, _ in X_AXES.values())):
+                if not _is_number(record.get(name)):
+                    return name
+    return None
+
+
+def _is_relation_row(row: Any, num_relations: int) -> bool:
+    """Whether ``row`` is a row of :meth:`~torch_wge.evaluation.LinkPredictionResults.per_relation`."""
+    return (
+        isinstance(row, dict)
+        and isinstance(row.get("relation"), int)
+        and 0 <= row["relation"] < num_relations
+        and row.get("side") in ("both", "head", "tail")
+        and _is_number(row.get("count"))
+        and _is_number(row.get("mrr"))
+    )
 
 
 def _read_json(path: Path) -> Any:
