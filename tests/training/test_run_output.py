@@ -69,6 +69,12 @@ def test_first_line_names_the_run_folder_and_the_epoch_a_resume_continues_from(d
         f"resuming the run in {tmp_path} after epoch 3 (epochs 4 to 5; "
         f"best validation MRR {best['both.mrr']:.4f} at epoch {best['epoch']})"
     )
+    Trainer(config(epochs=5, eval_every=2), data, tmp_path).fit(resume=True)  # closing a finished run
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[0]
+        .startswith(f"resuming the run in {tmp_path} after epoch 5 (no epoch left to train; best validation MRR")
+    )
     Trainer(config(epochs=6, eval_every=2), data, tmp_path, progress=False).fit(resume=True)
     assert capsys.readouterr().err == ""  # progress=False: silent
 

@@ -364,10 +364,9 @@ class Trainer:
         best_text = (
             f"best validation MRR {self.best['mrr']:.4f} at epoch {best}" if best is not None else "not validated yet"
         )
-        return (
-            f"resuming the run in {self.out_dir} after epoch {self.epoch} "
-            f"(epochs {self.epoch + 1} to {self.config.epochs}; {best_text})"
-        )
+        left = self.config.epochs - self.epoch
+        plan = f"epochs {self.epoch + 1} to {self.config.epochs}" if left > 0 else "no epoch left to train"
+        return f"resuming the run in {self.out_dir} after epoch {self.epoch} ({plan}; {best_text})"
 
     def _progress_figures(self, loss: float) -> Dict[str, str]:
         """The progress bar's figures after an epoch: its loss and the best validation MRR so
