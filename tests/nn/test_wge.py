@@ -116,7 +116,7 @@ def test_n3_term_is_the_sum_of_cubed_quaternion_moduli(data):
         )
         / 3
     )
-    assert abs(float(difference) - 0.25 * expected) < 1e-9
+    assert abs(difference.item() - 0.25 * expected) < 1e-9
 
 
 def test_relation_prediction_loss_is_softmax_over_all_relations_of_the_quate_score(data):
