@@ -16,6 +16,7 @@ Run folders and the records ``benchmarks/reproduce.py`` keeps (``benchmarks/reco
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 import matplotlib
@@ -32,12 +33,14 @@ def curves(runs, out, log_x=False):
 
 
 def relations(runs, split, out):
-    """Head and tail MRR of the 10 most frequent relations, from each record's results.json
-    (relation labels read from the dataset of the first run)."""
+    """Head and tail MRR of the 10 most frequent training relations, from each record's
+    results.json (relations and their labels read from the dataset of the first run)."""
     from torch_wge.training import open_dataset
 
     config = json.loads((runs[0] / "config.json").read_text())
     dataset = open_dataset(config["dataset"], config["root"])
+    data = dataset[0]
+    frequency = Counter(data.edge_type[data.train_mask].tolist())
     labels = getattr(dataset, "relation_labels", None) or [None] * len(dataset.relation_names)
     names = [label or name for name, label in zip(dataset.relation_names, labels)]
     tables = []
@@ -45,7 +48,7 @@ def relations(runs, split, out):
         record = json.loads((run / "results.json").read_text())
         label = f"{read_run(run).label}, epoch {record['best_epoch']:,}"
         tables.append(RelationTable(label, names, record[split]["per_relation"]))
-    save_figure(relations_figure(tables), out)
+    save_figure(relations_figure(tables, relations=[r for r, _ in frequency.most_common(10)]), out)
 
 
 def sensitivity(runs, setting, out):

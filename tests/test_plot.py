@@ -134,6 +134,9 @@ def test_relations_figure_holds_each_files_head_and_tail_mrr_of_the_most_frequen
         assert bars == pytest.approx([side_mrr(1), side_mrr(0), side_mrr(1) / 2, side_mrr(0) / 2])
     labels = [text.get_text() for text in figure.legends[0].get_texts()]
     assert labels == ["runs/a/best.pt (valid)", "runs/b/best.pt (valid)"]
+    chosen = relations_figure([read_relation_table(paths[0])], relations=[2, 0])  # e.g. by training frequency
+    assert [t.get_text() for t in chosen.axes[0].get_yticklabels()] == ["P3 (sibling)", "P1 (spouse)"]
+    assert [patch.get_width() for patch in chosen.axes[0].patches] == pytest.approx([0.3, 0.1])
 
 
 def test_plot_command_draws_runs_and_evaluate_json(trained_runs, tmp_path, capsys):

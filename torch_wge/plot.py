@@ -179,14 +179,15 @@ def curves_figure(runs: Sequence[Run], curves: Sequence[str] = ("loss", "mrr"), 
     return fig
 
 
-def relations_figure(tables: Sequence[RelationTable], top: int = 10):
-    """The MRR of head and of tail prediction (two panels) of the ``top`` relations with the
-    most queries in the first table, one bar per table (horizontal bars, relation names on
-    the left); the legend lies below the panels."""
+def relations_figure(tables: Sequence[RelationTable], top: int = 10, relations: Optional[Sequence[int]] = None):
+    """The MRR of head and of tail prediction (two panels) of ``relations`` (ids; by default
+    the ``top`` relations with the most queries in the first table), one bar per table
+    (horizontal bars, relation names on the left); the legend lies below the panels."""
     from matplotlib.figure import Figure
 
-    counts = Counter({row["relation"]: row["count"] for row in tables[0].rows if row["side"] == "both"})
-    relations = [r for r, _ in counts.most_common(top)]
+    if relations is None:
+        counts = Counter({row["relation"]: row["count"] for row in tables[0].rows if row["side"] == "both"})
+        relations = [r for r, _ in counts.most_common(top)]
     names = [tables[0].relation_names[r][:40] for r in relations]
     height = 0.3 * len(relations) * max(len(tables), 2) + 0.35 * len(tables) + 1.2
     fig = Figure(figsize=(12, height), layout="constrained")
