@@ -12,6 +12,7 @@ Example:
 """
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,12 +198,13 @@ def relations_figure(tables: Sequence[RelationTable], top: int = 10, relations: 
         for index, table in enumerate(tables):
             mrr = {row["relation"]: row["mrr"] for row in table.rows if row["side"] == side}
             positions = [i + (index - (len(tables) - 1) / 2) * bar for i in range(len(relations))]
-            ax.barh(positions, [mrr.get(r, 0.0) for r in relations], bar, color=f"C{index % 10}", label=table.label)
+            values = [mrr.get(r, math.nan) for r in relations]  # no bar where a table has no such query
+            ax.barh(positions, values, bar, color=f"C{index % 10}", label=table.label)
         ax.set_title(f"{side} prediction")
         ax.set_xlabel("MRR (filtered)")
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(range(len(relations)), names, fontsize=8)
-    axes[0].invert_yaxis()  # the most frequent relation on top
+    axes[0].invert_yaxis()  # the first relation on top
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=1, fontsize=8)
     return fig
 
