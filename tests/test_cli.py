@@ -319,7 +319,7 @@ def test_example_reports_an_offline_download_in_one_line(tmp_path, capsys, monke
 
     monkeypatch.setattr(datasets_base, "download_url", download_url)
     example = Path(__file__).resolve().parents[1] / "examples" / "link_pred_codex.py"
-    monkeypatch.setattr(sys, "argv", [str(example), "--root", str(tmp_path), "--epochs", "1", "--channels", "8"])
+    monkeypatch.setattr(sys, "argv", [str(example), "--root", str(tmp_path), "--epochs", "1", "--hidden-channels", "2"])
     with pytest.raises(SystemExit) as exit:
         runpy.run_path(str(example), run_name="__main__")
     assert exit.value.code == 2

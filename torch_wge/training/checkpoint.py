@@ -128,16 +128,19 @@ def upgrade_optimizer_state(model_state: Dict[str, Any], optimizer_state: Dict[s
     An optimiser's state is keyed by the position of each parameter in
     ``model.parameters()``. Checkpoints written before the encoder became a
     stack of :class:`~torch_wge.nn.TwoViewConv` layers list its parameters
-    view by view (``ef_convs.0``, ``ef_convs.1``, ..., ``rf_convs.0``, ...);
-    the model now registers them layer by layer. Their state is moved to the
-    positions of the same parameters today; other checkpoints are returned
-    unchanged."""
-    if all(current_key(key) == key for key in model_state):
-        return optimizer_state
+    view by view (``ef_convs.0``, ``ef_convs.1``, ..., ``rf_convs.0``, ...),
+    and those written before each layer did its own message passing list
+    ``ef_conv.weight, ef_conv.bias, ef_norm.*, ...`` where a layer now
+    registers ``ef_bias, rf_bias, ef_lin.weight, ef_norm.*, ...``. Their state is
+    moved to the positions of the same parameters today (see
+    :func:`~torch_wge.nn.models.two_view_encoder.current_key`); a checkpoint
+    in today's order is returned unchanged."""
     names_now = [name for name, _ in model.named_parameters()]
     parameters = set(names_now)
     # a state dict lists parameters in their order of registration
     order_then = [name for name in map(current_key, model_state) if name in parameters]
+    if order_then == names_now:
+        return optimizer_state
     position_then = {name: i for i, name in enumerate(order_then)}
     state = optimizer_state["state"]
     moved = {now: state[position_then[name]] for now, name in enumerate(names_now) if position_then[name] in state}

@@ -3,7 +3,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from torch_wge.nn.conv.two_view_conv import CONVS
 from torch_wge.nn.kge.loss import OBJECTIVES
 from torch_wge.nn.models.wge import VIEWS
 from torch_wge.training.precision import PRECISIONS
@@ -11,7 +10,7 @@ from torch_wge.training.precision import PRECISIONS
 #: Choices of the settings that take a name, read from where each is defined.
 CHOICES = {
     "views": tuple(VIEWS),
-    "conv": tuple(CONVS),
+    "conv": ("quaternion", "gcn"),
     "objective": tuple(OBJECTIVES),
     "schedule": ("constant", "cosine"),
     "precision": tuple(PRECISIONS),
