@@ -3,6 +3,7 @@
 import errno
 import json
 import os
+import stat
 
 import pytest
 import torch
@@ -72,13 +73,47 @@ def test_disk_full_keeps_the_previous_file_and_no_temporary(tmp_path, monkeypatc
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link to a fifo", "device", "folder"])
+def test_a_destination_that_is_no_regular_file_is_refused(tmp_path, kind):
+    target = tmp_path / "target"
+    if kind == "device":
+        try:
+            os.mknod(target, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+        except PermissionError:
+            pytest.skip("creating a device node needs root")
+    elif kind == "folder":
+        target.mkdir()
+    else:
+        os.mkfifo(target)
+    path = tmp_path / "link" if kind == "link to a fifo" else target
+    if path != target:
+        path.symlink_to(target)
+    mode = os.lstat(path).st_mode
+    for write in (lambda: io.write_json(path, {"a": 1}), lambda: io.append_line(path, "{}")):
+        with pytest.raises(OSError, match="not a regular file; refused") as info:
+            write()  # a FIFO without a reader would block: refused before it is opened
+        assert info.value.filename == str(path)
+    assert os.lstat(path).st_mode == mode  # still what it was, not renamed over
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"target", path.name})  # no temporary
+
+
+def test_a_link_to_a_file_is_written_through(tmp_path):
+    (tmp_path / "real.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    io.write_json(tmp_path / "link.json", {"a": 1})
+    assert (tmp_path / "link.json").is_symlink()
+    assert json.loads((tmp_path / "real.json").read_text()) == {"a": 1}
+
+
 def test_a_second_run_into_the_same_folder_is_refused(data, tmp_path):
     tmp_path.mkdir(exist_ok=True)
     other = RunLock(tmp_path)
     other.acquire()  # another training process
+    for path in tmp_path.iterdir():  # files removed by hand (an old run's .lock among them)
+        path.unlink()
     with pytest.raises(RunFolderBusy, match="in use by another training process"):
         Trainer(config(), data, tmp_path, progress=False).fit()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]  # nothing written
+    assert list(tmp_path.iterdir()) == []  # nothing written
     other.release()
     # a process that dies holding the lock releases it
     pid = os.fork()
@@ -122,7 +157,6 @@ def test_stale_temporaries_are_removed_on_the_next_start(data, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     Trainer(config(epochs=3), data, tmp_path, progress=False).fit(resume=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".lock",
         "best.pt",
         "config.json",
         "last.pt",

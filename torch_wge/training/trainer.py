@@ -59,8 +59,10 @@ class Trainer:
       ``last.pt``'s epoch, so every epoch appears once.
     - ``results.json``: config, best epoch, best validation and test metrics
       (overall, per side and per relation), wall time and versions.
-    - ``config.json``: the settings; ``.lock``: held while a run writes here,
-      so a second run into the same folder is refused.
+    - ``config.json``: the settings.
+
+    The folder is locked (an ``flock`` on the folder itself) while a run
+    writes there, so a second run into the same folder is refused.
 
     Every file is written atomically (see :mod:`torch_wge.io`): a kill at any
     instant loses at most the epoch in progress, and a resume continues from
