@@ -90,6 +90,7 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
     Shared by the command line and the examples."""
     from torch_wge.datasets import DownloadError
     from torch_wge.training import CheckpointError
+    from torch_wge.training.distributed import is_collective_failure
     from torch_wge.training.run_folder import RunFolderBusy
     from torch_wge.training.trainer import TrainingError
 
@@ -100,11 +101,14 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
         print(f"{name}: interrupted (a training run resumes with --resume)", file=sys.stderr)
         return 130
     except Exception as error:
-        if debug or not (isinstance(error, expected) or _is_out_of_memory(error)):
+        lost_peer = is_collective_failure(error)
+        if debug or not (isinstance(error, expected) or _is_out_of_memory(error) or lost_peer):
             raise
         message = one_line(error)
         if _is_out_of_memory(error):
             message = f"out of memory ({message}); try a smaller --channels, --batch-size or --eval-batch-size"
+        elif lost_peer:
+            message = f"another process of the run ended (see its own message); stopped: {message[:160]}"
         rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
         print(f"{name}: error{rank}: {message}", file=sys.stderr)
         return 2
@@ -133,14 +137,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_saved_config(path: Path) -> dict:
-    """The settings a run folder's ``config.json`` holds."""
+    """The settings a run folder's ``config.json`` holds, each of its type
+    (see :func:`torch_wge.training.validation.settings`)."""
+    from torch_wge.training import validation
+
     try:
         values = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise CliError(f"{path}: unreadable run settings ({error})") from None
-    if not isinstance(values, dict):
-        raise CliError(f"{path}: expected a JSON object of settings")
-    return values
+    return validation.settings(values, path).to_dict()
 
 
 def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> TrainConfig:
