@@ -25,7 +25,7 @@ CONFIG_HELP = {
     "root": "folder where datasets are downloaded and cached",
     "recipe": "training recipe: 'paper' (the paper's setting) or 'fast' (larger learning rate, warm-up, cosine decay, fewer epochs); explicit options override it",
     "epochs": "number of training epochs",
-    "batch_size": "(head, relation) queries per batch",
+    "batch_size": "(head, relation) queries per batch, at least 2 (a lone last query joins the batch before it)",
     "lr": "Adam learning rate (the peak of the schedule)",
     "schedule": "learning-rate schedule: constant, or cosine (linear warm-up, then cosine decay to 0 at the last epoch)",
     "warmup_epochs": "epochs of linear warm-up of the cosine schedule",
