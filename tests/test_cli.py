@@ -300,6 +300,16 @@ BAD_INPUTS = {
         edit_checkpoint("last.pt", lambda s: s["optimizer"]["state"][0].update(exp_avg=torch.zeros(3))),
         ["{run}/last.pt", "optimizer"],
     ),
+    "last.pt optimizer betas 'x'": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s["optimizer"]["param_groups"][0].update(betas="x")),
+        ["{run}/last.pt", "optimizer", "'betas'"],
+    ),
+    "last.pt best_model of strings": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s.update(best_model={"a": "b"})),
+        ["{run}/last.pt", "best_model"],
+    ),
     "last.pt cut in half": (RESUME, cut_in_half("last.pt"), ["{run}/last.pt"]),
     "best.pt cut in half": (["evaluate", "{run}/best.pt"], cut_in_half("best.pt"), ["{run}/best.pt"]),
     "best.pt config channels 'abc'": (

@@ -264,6 +264,8 @@ def run_evaluate(args) -> None:
 
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
         raise CliError(f"--json {args.json}: is a directory or lies in a folder that does not exist")
+    if args.json:
+        io.writable_destination(args.json)  # a device or FIFO is refused before the evaluation
     results, dataset = evaluate_checkpoint(
         args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
     )

@@ -120,12 +120,13 @@ def dropout_seed(seed: int, epoch: int, rank: int) -> int:
 def is_collective_failure(error: BaseException) -> bool:
     """Whether ``error`` is a failed collective operation of the process
     group, as when another process of the run ended (killed, or failed with
-    an error of its own): a :class:`torch.distributed.DistError`, or the
-    :class:`RuntimeError` that gloo and NCCL raise on a lost connection."""
-    if isinstance(error, dist.DistError):
-        return True
+    an error of its own) while this process is in a process group: a
+    :class:`torch.distributed.DistError`, or the :class:`RuntimeError` that
+    gloo and NCCL raise on a lost connection."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
     text = str(error).lower()
-    return isinstance(error, RuntimeError) and ("gloo" in text or "nccl" in text)
+    return isinstance(error, dist.DistError) or (isinstance(error, RuntimeError) and ("gloo" in text or "nccl" in text))
 
 
 def _process_device(device: Optional[str], local_rank: int) -> torch.device:

@@ -264,13 +264,10 @@ class Trainer:
         path = self.out_dir / "last.pt"
         validation.load_weights(self.model, state["model"], path)
         try:
-            self.optimizer.load_state_dict(upgrade_optimizer_state(state["model"], state["optimizer"], self.model))
-        except (ValueError, KeyError, TypeError, RuntimeError) as error:
+            saved = upgrade_optimizer_state(state["model"], state["optimizer"], self.model)
+        except (KeyError, TypeError) as error:
             raise validation.StoredError(f"{path}: optimizer: does not fit the model ({error})") from None
-        for parameter in self.model.parameters():
-            for key, value in self.optimizer.state.get(parameter, {}).items():
-                if key != "step" and (not isinstance(value, torch.Tensor) or value.shape != parameter.shape):
-                    raise validation.StoredError(f"{path}: optimizer: a {key!r} of another shape than its parameter")
+        validation.load_optimizer(self.optimizer, saved, path)
         self.epoch, self.best, self.wall_seconds = state["epoch"], state["best"], state["wall_seconds"]
         try:
             torch.set_rng_state(state["rng"]["torch"].cpu())

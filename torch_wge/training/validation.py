@@ -145,6 +145,11 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
     cuda = rng.get("cuda")
     if cuda is not None and not (isinstance(cuda, list) and all(isinstance(t, torch.Tensor) for t in cuda)):
         raise StoredError(f"{path}: rng: 'cuda' must be a list of byte tensors or None, found {_short(cuda)}")
+    best_model = state.get("best_model")
+    if best_model is not None and not (
+        isinstance(best_model, dict) and all(isinstance(value, torch.Tensor) for value in best_model.values())
+    ):
+        raise StoredError(f"{path}: 'best_model' must be a dict of tensors or None")
     best = _field(state, "best", dict, path, "a dict (the best epoch so far)")
     checks = {
         "epoch": best.get("epoch") is None or (_is(best.get("epoch"), int) and 0 <= best["epoch"] <= state["epoch"]),
@@ -177,3 +182,46 @@ def load_weights(module: torch.nn.Module, weights: Dict[str, torch.Tensor], path
         raise StoredError(
             f"{path}: model: the weights do not fit the model of its settings ({'; '.join(details)[:300]})"
         ) from None
+
+
+def _same_kind(value: Any, reference: Any) -> bool:
+    # `value` of the kind of `reference`: a number for a number, a pair of numbers for a pair, ...
+    if isinstance(reference, (tuple, list)):
+        return isinstance(value, (tuple, list)) and len(value) == len(reference)
+    if reference is None or isinstance(reference, (bool, str)):
+        return type(value) is type(reference) or value is None
+    if isinstance(reference, (int, float)):
+        return _is(value, float)
+    return isinstance(value, type(reference))
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, saved: Dict[str, Any], path: PathLike) -> None:
+    """``optimizer.load_state_dict(saved)``, checked: every setting of a
+    saved parameter group of the kind of the optimiser's own (a number for
+    ``lr``, a pair for ``betas``, ...) and every per-parameter state tensor
+    (``exp_avg``, ...) of its parameter's shape.
+
+    Raises:
+        StoredError: naming ``path`` and what does not fit.
+    """
+    groups = saved.get("param_groups")
+    if not isinstance(groups, list) or len(groups) != len(optimizer.param_groups):
+        raise StoredError(f"{path}: optimizer: expected {len(optimizer.param_groups)} parameter group(s)")
+    for group, own in zip(groups, optimizer.param_groups):
+        if not isinstance(group, dict):
+            raise StoredError(f"{path}: optimizer: a parameter group must be a dict, found {_short(group)}")
+        for key, value in own.items():
+            if key != "params" and not _same_kind(group.get(key), value):
+                raise StoredError(f"{path}: optimizer: {key!r} must be like {value!r}, found {_short(group.get(key))}")
+    try:
+        optimizer.load_state_dict(saved)
+    except (ValueError, KeyError, TypeError, RuntimeError) as error:
+        raise StoredError(f"{path}: optimizer: does not fit the model ({error})") from None
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            for key, value in optimizer.state.get(parameter, {}).items():
+                if key != "step" and (not isinstance(value, torch.Tensor) or value.shape != parameter.shape):
+                    raise StoredError(
+                        f"{path}: optimizer: {key!r} of shape {_short(getattr(value, 'shape', value))} "
+                        f"for a parameter of shape {tuple(parameter.shape)}"
+                    )
