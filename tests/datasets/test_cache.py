@@ -132,3 +132,15 @@ def test_processing_is_announced_under_pytest_too(folder, capsys):
     assert "Processing..." in capsys.readouterr().err
     TriplesFolder(str(folder), log=True)  # read from the cache
     assert "Processing..." not in capsys.readouterr().err
+
+
+def test_only_public_hooks_of_pyg_are_overridden():
+    """PyG's private methods (``_process``, ``_download``, ...) are left to PyG."""
+    from torch_geometric.data import InMemoryDataset
+
+    private = [
+        name
+        for name in vars(base.KnowledgeGraphDataset)
+        if name.startswith("_") and not name.startswith("__") and hasattr(InMemoryDataset, name)
+    ]
+    assert private == []

@@ -205,6 +205,7 @@ class Trainer:
                 "shuffle": self.generator.get_state(),
             },
             "world_size": self.dist.world_size,
+            "device": str(self.device),
             "threads": torch.get_num_threads(),
             "version": __version__,
             "vocabulary": self.vocabulary,
@@ -227,7 +228,7 @@ class Trainer:
     def load_state(self, path: Union[str, Path]) -> None:
         """Restores a ``last.pt`` written by this trainer (same dataset and model settings).
         With several processes, rank 0 reads the file and sends it to the others."""
-        self._restore(self.dist.on_main(lambda: self._read_state(path)))
+        self._restore(self.dist.on_main(lambda: self._read_state(path)), path)
 
     def _read_state(self, path: Union[str, Path]) -> Dict[str, Any]:
         state = load_checkpoint(path, map_location="cpu" if self.dist.enabled else self.device)
@@ -246,13 +247,17 @@ class Trainer:
         """Warns when the resumed run computes on another device, precision or
         thread count than ``state`` records: allowed, but the later epochs
         are then rounded otherwise than in an uninterrupted run."""
-        before, now = state["config"], self.config.to_dict()
+        recorded = {
+            "device": state.get("device"),
+            "precision": state["config"]["precision"],
+            "threads": state.get("threads"),
+        }
+        now = {"device": str(self.device), "precision": self.config.precision, "threads": torch.get_num_threads()}
         changes = [
-            f"--{key} {before.get(key)} -> {now[key]}" for key in ("device", "precision") if before.get(key) != now[key]
+            f"--{key} {value} -> {now[key]}"
+            for key, value in recorded.items()
+            if value is not None and value != now[key]  # checkpoints of older versions record no device or threads
         ]
-        threads = state.get("threads")
-        if threads is not None and threads != torch.get_num_threads():
-            changes.append(f"--threads {threads} -> {torch.get_num_threads()}")
         if changes and self.dist.is_main:
             warnings.warn(
                 f"resuming {path} with {', '.join(changes)}: the later epochs are rounded otherwise, "
@@ -260,8 +265,7 @@ class Trainer:
                 stacklevel=4,
             )
 
-    def _restore(self, state: Dict[str, Any]) -> None:
-        path = self.out_dir / "last.pt"
+    def _restore(self, state: Dict[str, Any], path: Union[str, Path]) -> None:
         validation.load_weights(self.model, state["model"], path)
         try:
             saved = upgrade_optimizer_state(state["model"], state["optimizer"], self.model)
@@ -345,7 +349,7 @@ class Trainer:
         # an error there is raised in every process
         state = self.dist.on_main(lambda: self._open_run_folder(resume))
         if resume:
-            self._restore(state)
+            self._restore(state, self.out_dir / "last.pt")
         cfg = self.config
         bar = tqdm(
             total=cfg.epochs,

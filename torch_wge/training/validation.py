@@ -128,7 +128,8 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
     :func:`model_checkpoint` and ``optimizer`` (a dict with ``state`` and
     ``param_groups``), ``rng`` (``torch`` and ``shuffle`` states, byte
     tensors, and ``cuda``, a list of them or :obj:`None`), ``best``
-    (``epoch``, ``mrr``, ``evaluations_since``) and ``wall_seconds``.
+    (``epoch``, ``mrr``, ``evaluations_since``), ``best_model`` (if
+    present) and ``wall_seconds``.
 
     Raises:
         StoredError: naming ``path`` and the field.
