@@ -192,12 +192,23 @@ def remove_stale_temporaries(folder: PathLike) -> List[str]:
     return removed
 
 
+#: Name of the file locked instead of its folder where a folder cannot be locked.
+LOCK_FILE = ".lock"
+
+#: The errors of ``flock`` on a folder where the file system cannot lock one
+#: (NFS emulates ``flock`` with byte-range locks, which need a file open for writing).
+_FOLDER_LOCK_UNSUPPORTED = (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+
+
 class FolderLock:
     """An exclusive ``flock`` on a folder, held while a process writes there.
 
     The lock is on the folder itself, not on a file inside it, so no file
     removed by hand can let a second process in; the operating system
-    releases it when the process ends, however it ends.
+    releases it when the process ends, however it ends. On a file system
+    that cannot lock a folder (NFS), the file :data:`LOCK_FILE` in it is
+    locked instead (a lock file removed by hand then lets a second process
+    in).
 
     Args:
         folder (str or Path): An existing folder.
@@ -213,16 +224,24 @@ class FolderLock:
     def acquire(self) -> bool:
         """Takes the lock; returns :obj:`False` if another process holds it (without ``wait``)."""
         try:
-            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+            return self._lock(self.folder, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as error:
-            raise _naming(error, self.folder) from error
+            if error.errno not in _FOLDER_LOCK_UNSUPPORTED:
+                raise
+        return self._lock(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+
+    def _lock(self, path: Path, flags: int) -> bool:
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as error:
+            raise _naming(error, path) from error
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
         except OSError as error:
             os.close(fd)
             if error.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 return False
-            raise _naming(error, self.folder) from error
+            raise _naming(error, path) from error
         self._fd = fd
         return True
 

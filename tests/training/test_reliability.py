@@ -1,6 +1,7 @@
 """Checkpoint safety, the run-folder lock, resumed settings and diverging runs."""
 
 import errno
+import fcntl
 import json
 import os
 import stat
@@ -146,6 +147,26 @@ def test_resume_refuses_changed_settings_and_accepts_more_epochs(data, tmp_path)
     Trainer(config(epochs=4), data, tmp_path, progress=False).fit(resume=True)
     assert json.loads((tmp_path / "config.json").read_text())["epochs"] == 4
     assert epochs_logged(tmp_path) == [1, 2, 3, 4]
+
+
+def test_a_folder_that_cannot_be_locked_is_locked_through_a_file(tmp_path, monkeypatch):
+    """On NFS ``flock`` of a folder fails (EBADF): a lock file in it is locked instead."""
+    real_flock = fcntl.flock
+
+    def flock(fd, operation):
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    first, second = RunLock(tmp_path), RunLock(tmp_path)
+    assert first.acquire()
+    assert (tmp_path / io.LOCK_FILE).is_file()
+    with pytest.raises(RunFolderBusy):
+        second.acquire()
+    first.release()
+    assert second.acquire()
+    second.release()
 
 
 def test_non_finite_loss_stops_before_saving_the_epoch(data, tmp_path, monkeypatch):
