@@ -69,7 +69,7 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
         if name not in values or (optional and values[name] is None):
             continue
         if not _is(values[name], kind):
-            raise StoredError(f"{path}: {where}setting {name!r} must be {_name(kind)}, found {values[name]!r}")
+            raise StoredError(f"{path}: {where}setting {name!r} must be {_name(kind)}, found {_short(values[name])}")
     try:
         config = TrainConfig.from_dict(dict(values))
         config.validate()
