@@ -290,3 +290,13 @@ def test_resume_says_when_the_rounding_changes(data, tmp_path):
     with pytest.warns(UserWarning, match=r"--precision float32 -> bf16, --threads 1 -> 2: .* not bit for bit"):
         Trainer(config(epochs=4, precision="bf16"), data, tmp_path, progress=False).fit(resume=True)
     assert epochs_logged(tmp_path) == [1, 2, 3, 4]
+
+
+def test_a_checkpoint_without_a_checksum_still_loads(tmp_path):
+    """Checkpoints written before checksums were stored are read as before."""
+    state = {"format": FORMAT, "epoch": 3, "model": {"w": torch.arange(4.0)}}
+    torch.save(state, tmp_path / "old.pt")
+    assert load_checkpoint(tmp_path / "old.pt")["epoch"] == 3
+    torch.save({**state, "checksum": "0" * 64}, tmp_path / "wrong.pt")
+    with pytest.raises(CheckpointError, match="no longer match its checksum"):
+        load_checkpoint(tmp_path / "wrong.pt")
