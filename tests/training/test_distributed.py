@@ -209,7 +209,6 @@ def test_one_epoch_on_two_processes_matches_one_process(one_epoch):
         assert torch.equal(models[1][name], value), name
     # only rank 0 wrote the run folder
     assert sorted(p.name for p in (one_epoch / "two").iterdir() if not p.name.startswith(("model-", "result-"))) == [
-        ".lock",
         "best.pt",
         "config.json",
         "last.pt",
@@ -346,3 +345,48 @@ def test_one_process_context_without_torchrun(monkeypatch):
     monkeypatch.delenv("MASTER_ADDR", raising=False)
     with pytest.raises(RuntimeError, match="torchrun"):
         DistributedContext.from_environment("cpu")
+
+
+def _rank_dies_job(rank, out):
+    """Rank 1 dies in its second epoch; rank 0 reports as the command line does."""
+    import contextlib
+    import io
+    import warnings
+
+    from torch_wge.cli import run_reporting_errors
+
+    warnings.simplefilter("ignore")  # stderr: the error lines only
+
+    real_epoch = Trainer.train_epoch
+
+    def train_epoch(self):
+        if rank == 1 and self.epoch == 1:
+            os._exit(9)  # as a kill -9
+        return real_epoch(self)
+
+    Trainer.train_epoch = train_epoch
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = run_reporting_errors(
+            "torch-wge train", lambda: Trainer(make_config(epochs=3), make_data(), out, progress=False).fit()
+        )
+    Path(out, f"exit-rank{rank}.json").write_text(json.dumps({"code": code, "stderr": err.getvalue()}))
+
+
+def test_a_killed_rank_ends_the_others_with_one_line(tmp_path):
+    context = mp.start_processes(
+        _entry,
+        args=(WORLD_SIZE, _free_port(), partial(_rank_dies_job, out=tmp_path)),
+        nprocs=WORLD_SIZE,
+        join=False,
+        start_method=START_METHOD,
+    )
+    for process in context.processes:
+        process.join(120)
+        if process.is_alive():
+            process.kill()
+    assert context.processes[1].exitcode == 9
+    report = json.loads((tmp_path / "exit-rank0.json").read_text())
+    lines = report["stderr"].splitlines()
+    assert report["code"] == 2 and "Traceback" not in report["stderr"], report["stderr"]
+    assert len(lines) == 1 and lines[0].startswith("torch-wge train: error (rank 0): another process of the run ended")

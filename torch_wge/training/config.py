@@ -122,7 +122,10 @@ class TrainConfig:
             ),
             (0.0 <= self.beta <= 1.0, f"beta must be in [0, 1], got {self.beta}"),
             (self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}"),
-            (self.batch_size > 0, f"batch size must be positive, got {self.batch_size}"),
+            (
+                self.batch_size >= 2,
+                f"batch size must be >= 2 (the decoders' batch norm needs two queries a batch), got {self.batch_size}",
+            ),
             (self.eval_batch_size > 0, f"evaluation batch size must be positive, got {self.eval_batch_size}"),
             (0 < self.lr <= 1, f"lr must be in (0, 1], got {self.lr}"),
             (self.warmup_epochs >= 0, f"warmup epochs must be >= 0, got {self.warmup_epochs}"),
