@@ -82,6 +82,7 @@ class TrainConfig:
     schedule: Optional[str] = None
     warmup_epochs: Optional[int] = None
     objective: Optional[str] = None
+    candidates: Optional[int] = None
     label_smoothing: Optional[float] = None
     dropout: Optional[float] = None
     grad_clip: Optional[float] = None
@@ -141,6 +142,11 @@ class TrainConfig:
             ),
             (0.0 <= self.grad_clip < math.inf, f"grad_clip must be finite and >= 0 (0: off), got {self.grad_clip}"),
             (self.eval_every > 0, f"eval_every must be positive, got {self.eval_every}"),
+            (
+                self.candidates is None or (self.candidates > 0 and self.objective == "softmax"),
+                f"candidates needs --objective softmax and a positive count, got {self.candidates} "
+                f"with objective {self.objective}",
+            ),
             (self.patience is None or self.patience > 0, f"patience must be positive, got {self.patience}"),
             (
                 self.time_limit is None or self.time_limit > 0,

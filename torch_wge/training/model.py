@@ -67,6 +67,7 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
         quaternion=config.conv == "quaternion",
         label_smoothing=config.label_smoothing,
         objective=config.objective,
+        num_candidates=config.candidates,
         n3_weight=config.n3,
         relation_prediction_weight=config.relation_prediction,
     )

@@ -8,7 +8,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
 from torch_wge.nn.kge import QuatEDecoder
-from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss
+from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss, sample_candidates
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
 from torch_wge.utils.quaternion import (
@@ -105,6 +105,12 @@ class WGE(torch.nn.Module):
             training triple's relation is predicted among all :math:`2R`
             with a softmax over the QuatE scores of every layer
             (:meth:`relation_prediction_loss`). (default: :obj:`0.0`)
+        num_candidates (int, optional): With :obj:`objective="softmax"`,
+            score each training batch against its answers and this many
+            entities drawn uniformly for the batch (a sampled softmax, see
+            :func:`~torch_wge.nn.kge.loss.sample_candidates`) instead of all
+            entities; evaluation always ranks all entities.
+            (default: :obj:`None`, all entities)
         channels (int, optional): Deprecated: the real size of each
             embedding, :obj:`4 * hidden_channels`.
         conv (str, optional): Deprecated: :obj:`"gcn"` is
@@ -141,6 +147,7 @@ class WGE(torch.nn.Module):
         objective: str = "bce",
         n3_weight: float = 0.0,
         relation_prediction_weight: float = 0.0,
+        num_candidates: Optional[int] = None,
         channels: Optional[int] = None,
         conv: Optional[str] = None,
     ):
@@ -160,6 +167,11 @@ class WGE(torch.nn.Module):
             if conv not in ("quaternion", "gcn"):
                 raise ValueError(f"'{name}' conv must be 'quaternion' or 'gcn', got {conv!r}")
             quaternion = conv == "quaternion"
+        if num_candidates is not None and (objective != "softmax" or num_candidates < 1):
+            raise ValueError(
+                f"'{name}' num_candidates needs objective='softmax' and a positive count, "
+                f"got {num_candidates} with objective={objective!r}"
+            )
         if not (isinstance(hidden_channels, int) and hidden_channels > 0):
             raise ValueError(f"'{name}' hidden_channels must be a positive int, got {hidden_channels!r}")
         channels = 4 * hidden_channels
@@ -190,6 +202,7 @@ class WGE(torch.nn.Module):
         self.objective = objective
         self.n3_weight = n3_weight
         self.relation_prediction_weight = relation_prediction_weight
+        self.num_candidates = num_candidates
 
         self.entity_embedding = torch.nn.Embedding(num_entities, channels)
         self.relation_embedding = torch.nn.Embedding(2 * num_relations, channels)
@@ -315,7 +328,8 @@ class WGE(torch.nn.Module):
 
         computed by :func:`~torch_wge.nn.kge.loss.one_to_n_loss` from the
         queries and the sparse positives, without holding the logits or the
-        targets), plus the N3 term when :obj:`n3_weight > 0` and the
+        targets; in training mode with :obj:`num_candidates`, against the
+        batch's sampled candidates only), plus the N3 term when :obj:`n3_weight > 0` and the
         relation-prediction term when :obj:`relation_prediction_weight > 0`.
 
         Args:
@@ -325,10 +339,14 @@ class WGE(torch.nn.Module):
                 :func:`~torch_wge.nn.kge.loss.one_to_n_loss`.
                 (default: :obj:`None`, the parameters' dtype)
         """
+        entities, scored = torch.stack(encoded.entities), positives
+        if self.num_candidates is not None and self.training:
+            candidates, positions = sample_candidates(positives[1], self.num_entities, self.num_candidates)
+            entities, scored = entities.index_select(1, candidates), torch.stack([positives[0], positions])
         loss = one_to_n_loss(
             self.queries(encoded, heads, relations),
-            torch.stack(encoded.entities),
-            positives,
+            entities,
+            scored,
             self.layer_weights,
             self.objective,
             self.label_smoothing,
