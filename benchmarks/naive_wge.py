@@ -62,15 +62,14 @@ def dense_normalized_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
     return deg_inv_sqrt.view(-1, 1) * adj * deg_inv_sqrt.view(1, -1)
 
 
-class NaiveQuaternionConv(torch.nn.Module):
-    """out = A_norm @ (x @ M(W)) + b with the dense normalised adjacency A_norm."""
+class NaiveQuaternionWeight(torch.nn.Module):
+    """The quaternion weight W = W_r + W_i i + W_j j + W_k k and its real matrix M(W)."""
 
     def __init__(self, channels: int):
         super().__init__()
         n = channels // 4
         bound = (6.0 / (2 * channels)) ** 0.5
         self.weight = torch.nn.Parameter(torch.empty(4, n, n).uniform_(-bound, bound))
-        self.bias = torch.nn.Parameter(torch.zeros(channels))
 
     def matrix(self) -> Tensor:
         wr, wi, wj, wk = self.weight
@@ -84,9 +83,6 @@ class NaiveQuaternionConv(torch.nn.Module):
             dim=0,
         )
 
-    def forward(self, x: Tensor, adj: Tensor) -> Tensor:
-        return adj @ (x @ self.matrix()) + self.bias
-
 
 class _Decoder(torch.nn.Module):
     def __init__(self, channels: int):
@@ -97,8 +93,15 @@ class _Decoder(torch.nn.Module):
 class _Layer(torch.nn.Module):
     def __init__(self, channels: int):
         super().__init__()
-        self.ef_conv, self.ef_norm = NaiveQuaternionConv(channels), torch.nn.BatchNorm1d(channels)
-        self.rf_conv, self.rf_norm = NaiveQuaternionConv(channels), torch.nn.BatchNorm1d(channels)
+        self.ef_lin, self.ef_norm = NaiveQuaternionWeight(channels), torch.nn.BatchNorm1d(channels)
+        self.rf_lin, self.rf_norm = NaiveQuaternionWeight(channels), torch.nn.BatchNorm1d(channels)
+        self.ef_bias = torch.nn.Parameter(torch.zeros(channels))
+        self.rf_bias = torch.nn.Parameter(torch.zeros(channels))
+
+    def view(self, view: str, h: Tensor, adj: Tensor) -> Tensor:
+        """tanh(BN(A_norm @ (h @ M(W)) + b)) of one view, with the dense normalised adjacency A_norm."""
+        lin, bias, norm = (getattr(self, f"{view}_{part}") for part in ("lin", "bias", "norm"))
+        return torch.tanh(norm(adj @ (h @ lin.matrix()) + bias))
 
 
 class _Encoder(torch.nn.Module):
@@ -144,8 +147,8 @@ class NaiveWGE(torch.nn.Module):
         x, rel = self.entity_embedding.weight, self.relation_embedding.weight
         states = [(x, rel)]
         for layer in self.encoder.convs:
-            xr = torch.tanh(layer.rf_norm(layer.rf_conv(torch.cat([x, rel], dim=0), self.rf_adj)))
-            xe = torch.tanh(layer.ef_norm(layer.ef_conv(x, self.ef_adj)))
+            xr = layer.view("rf", torch.cat([x, rel], dim=0), self.rf_adj)
+            xe = layer.view("ef", x, self.ef_adj)
             x, rel = xe * xr[: self.num_entities], xr[self.num_entities :]
             states.append((x, rel))
         return states
@@ -256,7 +259,7 @@ def _check() -> None:
     torch.set_default_dtype(torch.float64)  # dense adjacencies built in float64 too
     data = graph_transform(TrainConfig())(random_kg(40, 5, 300, seed=1))
     num_entities, num_relations = int(data.num_nodes), int(data.num_relations)
-    ref = WGE(num_entities, num_relations, channels=16, num_layers=2, dropout=0.0).double()
+    ref = WGE(num_entities, num_relations, hidden_channels=4, num_layers=2, dropout=0.0).double()
     naive = NaiveWGE(
         num_entities, num_relations, data.ef_edge_index, data.rf_edge_index, channels=16, num_layers=2, dropout=0.0
     ).double()

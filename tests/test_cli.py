@@ -12,6 +12,7 @@ import torch
 import torch_wge.datasets.base as datasets_base
 from torch_wge.cli import main
 from torch_wge.testing import random_kg
+from torch_wge.training import load_checkpoint, save_checkpoint
 from torch_wge.training.checkpoint import FORMAT
 
 
@@ -176,6 +177,43 @@ def append_to_log(line):
     return prepare
 
 
+def edit_config(key, value):
+    """The run's config.json with ``key`` set to ``value`` (as if edited by hand)."""
+
+    def prepare(tmp):
+        path = tmp / "run" / "config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+
+    return prepare
+
+
+def edit_checkpoint(name, edit):
+    """The run's checkpoint ``name`` changed by ``edit(state)`` and saved with a valid checksum."""
+
+    def prepare(tmp):
+        state = load_checkpoint(tmp / "run" / name)
+        edit(state)
+        save_checkpoint(state, tmp / "run" / name)
+
+    return prepare
+
+
+def first_weight(state):
+    return next(iter(state["model"]))
+
+
+def cut_in_half(name):
+    def prepare(tmp):
+        path = tmp / "run" / name
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    return prepare
+
+
+def make_fifo(tmp):
+    os.mkfifo(tmp / "fifo")
+
+
 def offline(tmp):
     def download_url(url, *args, **kwargs):
         raise urllib.error.URLError("no network")
@@ -228,6 +266,96 @@ BAD_INPUTS = {
     ),
     "crafted checkpoint": (["evaluate", "{tmp}/crafted.pt"], crafted_checkpoint, ["{tmp}/crafted.pt", "refused"]),
     "evaluate --device foo": (["evaluate", "{run}/best.pt", "--device", "foo"], None, ["foo"]),
+    "threads 1e20": (TRAIN + ["--dataset", "{kg}", "--threads", "99999999999999999999"], None, ["--threads"]),
+    "num layers 1e12": (
+        TRAIN + ["--dataset", "{kg}", "--num-layers", "1000000000000"],
+        None,
+        ["num_layers 1000000000000", "GiB"],
+    ),
+    "batch size 1": (TRAIN + ["--dataset", "{kg}", "--batch-size", "1"], None, ["batch size must be >= 2", "got 1"]),
+    "device cpu:99": (TRAIN + ["--dataset", "{kg}", "--device", "cpu:99", "--out", "{tmp}/new"], None, ["cpu:99"]),
+    "evaluate --device cpu:99": (["evaluate", "{run}/best.pt", "--device", "cpu:99"], None, ["cpu:99"]),
+    "evaluate --json a FIFO": (
+        ["evaluate", "{run}/best.pt", "--json", "{tmp}/fifo"],
+        make_fifo,
+        ["{tmp}/fifo", "not a regular file"],
+    ),
+    "config.json channels 'abc'": (RESUME, edit_config("channels", "abc"), ["{run}/config.json", "'channels'"]),
+    "config.json channels 8.0": (RESUME, edit_config("channels", 8.0), ["{run}/config.json", "'channels'"]),
+    "config.json dataset 5": (RESUME, edit_config("dataset", 5), ["{run}/config.json", "'dataset'"]),
+    "config.json seed '0'": (RESUME, edit_config("seed", "0"), ["{run}/config.json", "'seed'"]),
+    "config.json lr '0.1'": (RESUME, edit_config("lr", "0.1"), ["{run}/config.json", "'lr'"]),
+    "config.json beta [0.2]": (RESUME, edit_config("beta", [0.2]), ["{run}/config.json", "'beta'"]),
+    "config.json channels 6": (RESUME, edit_config("channels", 6), ["{run}/config.json", "channels"]),
+    "config.json a list": (RESUME, write_file("run/config.json", b"[1, 2]"), ["{run}/config.json", "JSON object"]),
+    "last.pt damaged rng": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s["rng"].update(torch=torch.zeros(3, dtype=torch.uint8))),
+        ["{run}/last.pt", "rng"],
+    ),
+    "last.pt without rng": (RESUME, edit_checkpoint("last.pt", lambda s: s.pop("rng")), ["{run}/last.pt", "'rng'"]),
+    "last.pt epoch '4'": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s.update(epoch="4")),
+        ["{run}/last.pt", "epoch"],
+    ),
+    "last.pt best mrr None": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s["best"].update(mrr=None)),
+        ["{run}/last.pt", "mrr"],
+    ),
+    "last.pt optimizer of other shapes": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s["optimizer"]["state"][0].update(exp_avg=torch.zeros(3))),
+        ["{run}/last.pt", "optimizer"],
+    ),
+    "last.pt optimizer betas 'x'": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s["optimizer"]["param_groups"][0].update(betas="x")),
+        ["{run}/last.pt", "optimizer", "'betas'"],
+    ),
+    "last.pt best_model of strings": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s.update(best_model={"a": "b"})),
+        ["{run}/last.pt", "best_model"],
+    ),
+    "last.pt cut in half": (RESUME, cut_in_half("last.pt"), ["{run}/last.pt"]),
+    "best.pt cut in half": (["evaluate", "{run}/best.pt"], cut_in_half("best.pt"), ["{run}/best.pt"]),
+    "best.pt config channels 'abc'": (
+        ["evaluate", "{run}/best.pt"],
+        edit_checkpoint("best.pt", lambda s: s["config"].update(channels="abc")),
+        ["{run}/best.pt", "'channels'"],
+    ),
+    "best.pt other channels": (
+        ["evaluate", "{run}/best.pt"],
+        edit_checkpoint("best.pt", lambda s: s["config"].update(channels=16)),
+        ["{run}/best.pt", "model", "size mismatch"],
+    ),
+    "best.pt weight of another shape": (
+        ["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1"],
+        edit_checkpoint("best.pt", lambda s: s["model"].update({first_weight(s): torch.zeros(2, 2)})),
+        ["{run}/best.pt", "model", "size mismatch"],
+    ),
+    "best.pt weight missing": (
+        ["evaluate", "{run}/best.pt"],
+        edit_checkpoint("best.pt", lambda s: s["model"].pop(first_weight(s))),
+        ["{run}/best.pt", "Missing key"],
+    ),
+    "best.pt weight not a tensor": (
+        ["evaluate", "{run}/best.pt"],
+        edit_checkpoint("best.pt", lambda s: s["model"].update({first_weight(s): "x"})),
+        ["{run}/best.pt", "must be a tensor"],
+    ),
+    "best.pt without config": (
+        ["evaluate", "{run}/best.pt"],
+        edit_checkpoint("best.pt", lambda s: s.pop("config")),
+        ["{run}/best.pt", "'config'"],
+    ),
+    "best.pt graph sizes strings": (
+        ["evaluate", "{run}/best.pt"],
+        edit_checkpoint("best.pt", lambda s: s["graph"].update(num_entities="30")),
+        ["{run}/best.pt", "num_entities"],
+    ),
     "predict --top-k 0": (
         ["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1", "--top-k", "0"],
         None,
@@ -259,6 +387,7 @@ def test_bad_input_gives_one_line_naming_it(case, kg_folder, trained, tmp_path, 
     for text in named:
         assert text.format(**fill) in message, message
     assert not (tmp_path / "created").exists()
+    assert not (tmp_path / "new").exists()  # refused before training
 
 
 def test_predict_filter_known_lists_no_known_answer(trained, kg_folder, capsys):
@@ -329,7 +458,7 @@ def test_example_reports_an_offline_download_in_one_line(tmp_path, capsys, monke
 
     monkeypatch.setattr(datasets_base, "download_url", download_url)
     example = Path(__file__).resolve().parents[1] / "examples" / "link_pred_codex.py"
-    monkeypatch.setattr(sys, "argv", [str(example), "--root", str(tmp_path), "--epochs", "1", "--channels", "8"])
+    monkeypatch.setattr(sys, "argv", [str(example), "--root", str(tmp_path), "--epochs", "1", "--hidden-channels", "2"])
     with pytest.raises(SystemExit) as exit:
         runpy.run_path(str(example), run_name="__main__")
     assert exit.value.code == 2

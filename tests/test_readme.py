@@ -45,7 +45,7 @@ def workspace(tmp_path_factory):
 
 
 def test_readme_has_the_snippets():
-    assert len(BLOCKS) == 6
+    assert len(BLOCKS) == 7
     assert any("RelLinkPredDataset" in block for block in BLOCKS)
     assert any("TwoViewConv(8, 16)" in block for block in BLOCKS)
     assert any("ComplEx" in block for block in BLOCKS)
@@ -90,6 +90,8 @@ def test_readme_python_snippets_run(workspace, monkeypatch, capsys, one_torch_th
     assert len(namespace["top"]) == 5
     out = capsys.readouterr().out
     assert "4 8\n" in out  # R and 2R of the RelLinkPredDataset layout
-    assert "torch.Size([3, 1]) torch.Size([5, 16])" in out  # TwoViewConv in a Sequential, its propagate hook
+    # TwoViewConv in a Sequential; its propagate hook sees the relation-focused view, then the entity-focused one
+    assert "torch.Size([3, 1]) [torch.Size([5, 16]), torch.Size([3, 16])]" in out
+    assert "torch.Size([45, 8]) torch.Size([12, 8])" in out  # a batch of three graphs through TwoViewEncoder
     # ComplEx on the ring: each test triple's inverse is a training triple; a random order gives about 0.13
     assert float(re.search(r"filtered test MRR ([0-9.]+)", out).group(1)) > 0.5

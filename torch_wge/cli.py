@@ -26,11 +26,12 @@ CONFIG_HELP = {
     "root": "folder where datasets are downloaded and cached",
     "recipe": "training recipe: 'paper' (the paper's setting) or 'fast' (larger learning rate, warm-up, cosine decay, fewer epochs); explicit options override it",
     "epochs": "number of training epochs",
-    "batch_size": "(head, relation) queries per batch",
+    "batch_size": "(head, relation) queries per batch, at least 2 (a lone last query joins the batch before it)",
     "lr": "Adam learning rate (the peak of the schedule)",
     "schedule": "learning-rate schedule: constant, or cosine (linear warm-up, then cosine decay to 0 at the last epoch)",
     "warmup_epochs": "epochs of linear warm-up of the cosine schedule",
     "objective": "training loss: bce (1-N binary cross-entropy, the paper's) or softmax (1-vs-all cross-entropy)",
+    "candidates": "with --objective softmax: score each batch against its answers and this many entities drawn for it (a sampled softmax, for large graphs) instead of all entities; evaluation ranks all (default: all entities)",
     "label_smoothing": "label smoothing epsilon of the 1-N targets",
     "dropout": "dropout on each decoder's query",
     "grad_clip": "gradient-norm clipping threshold (0: off)",
@@ -91,6 +92,7 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
     Shared by the command line and the examples."""
     from torch_wge.datasets import DownloadError
     from torch_wge.training import CheckpointError
+    from torch_wge.training.distributed import is_collective_failure
     from torch_wge.training.run_folder import RunFolderBusy
     from torch_wge.training.trainer import RunFolderHoldsRun, TrainingError
 
@@ -101,13 +103,16 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
         print(f"{name}: interrupted (a training run resumes with --resume)", file=sys.stderr)
         return 130
     except Exception as error:
-        if debug or not (isinstance(error, expected) or _is_out_of_memory(error)):
+        lost_peer = is_collective_failure(error)
+        if debug or not (isinstance(error, expected) or _is_out_of_memory(error) or lost_peer):
             raise
         message = one_line(error)
         if isinstance(error, RunFolderHoldsRun):  # the Python wording names fit(resume=True)
             message = f"{error.folder} already holds a run; add --resume to continue it, or choose another --out"
         if _is_out_of_memory(error):
             message = f"out of memory ({message}); try a smaller --channels, --batch-size or --eval-batch-size"
+        elif lost_peer:
+            message = f"another process of the run ended (see its own message); stopped: {message[:160]}"
         rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
         print(f"{name}: error{rank}: {message}", file=sys.stderr)
         return 2
@@ -138,14 +143,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_saved_config(path: Path) -> dict:
-    """The settings a run folder's ``config.json`` holds."""
+    """The settings a run folder's ``config.json`` holds, each of its type
+    (see :func:`torch_wge.training.validation.settings`)."""
+    from torch_wge.training import validation
+
     try:
         values = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise CliError(f"{path}: unreadable run settings ({error})") from None
-    if not isinstance(values, dict):
-        raise CliError(f"{path}: expected a JSON object of settings")
-    return values
+    return validation.settings(values, path).to_dict()
 
 
 def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> TrainConfig:
@@ -286,6 +292,8 @@ def run_evaluate(args) -> None:
 
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
         raise CliError(f"--json {args.json}: is a directory or lies in a folder that does not exist")
+    if args.json:
+        io.writable_destination(args.json)  # a device or FIFO is refused before the evaluation
     results, dataset = evaluate_checkpoint(
         args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
     )

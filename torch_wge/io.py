@@ -1,20 +1,39 @@
-"""Atomic file writes: every file torch_wge writes goes through this module.
+"""Every file torch_wge writes, and the torch files it reads back.
 
-A file is written to a temporary file in the same folder, flushed to disk
-and renamed over its final name, so a kill at any instant leaves either the
-previous content or the new one, never a partial file. A failed write
-removes its temporary file; temporaries left by a killed process are
-removed with :func:`remove_stale_temporaries`. Errors are :class:`OSError`
-naming the destination file (e.g. ``No space left on device: 'run/last.pt'``).
+**Writes are atomic.** A file is written to a temporary file in the same
+folder, flushed to disk and renamed over its final name, so a kill at any
+instant leaves either the previous content or the new one, never a partial
+file. A failed write removes its temporary file; temporaries left by a
+killed process are removed with :func:`remove_stale_temporaries`. A
+destination that is a symbolic link is written through (the file it points
+to is replaced); one that is no regular file (a device such as
+``/dev/full``, a FIFO, a socket, a folder) is refused, never renamed over.
+Errors are :class:`OSError` naming the destination file (e.g. ``No space
+left on device: 'run/last.pt'``).
+
+**Reads run no code.** :func:`torch_load` reads a file of :func:`torch_save`
+with ``weights_only=True`` only: tensors, numbers, strings, containers of
+them and the classes allowlisted with
+:func:`torch.serialization.add_safe_globals` (PyG's data classes). A file
+holding anything else is refused before any of it is unpickled further,
+with :class:`UnreadableFileError` naming the file.
+
+**Folder locks.** :class:`FolderLock` is an ``flock`` on a folder itself,
+taken by every process that writes there (a run folder, a processed
+dataset folder).
 """
 
 import contextlib
+import errno
+import fcntl
 import io
 import json
 import os
+import pickle
+import stat
 import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, List, Union
+from typing import Any, BinaryIO, Iterator, List, Optional, Union
 
 import torch
 
@@ -34,11 +53,40 @@ def _read_umask() -> int:
 FILE_MODE = 0o666 & ~_read_umask()
 
 
+class UnreadableFileError(ValueError):
+    """A file read back that is damaged, not of the expected kind, or holds
+    objects whose loading could run code; the message names the file."""
+
+
+def writable_destination(path: PathLike) -> Path:
+    """The file a write to ``path`` replaces: ``path``, or the file a
+    symbolic link ``path`` points to.
+
+    Raises:
+        OSError: naming ``path`` when it exists and is no regular file (a
+            device, FIFO, socket or folder), which a rename would replace.
+    """
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as error:
+        raise _naming(error, path) from error
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+        raise OSError(errno.EINVAL, f"is {kind}, not a regular file; refused (it is never replaced)", str(path))
+    return target
+
+
 @contextlib.contextmanager
 def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
     """A binary file object whose content replaces ``path`` when the block
-    ends without an exception (and is discarded otherwise)."""
-    path = Path(path)
+    ends without an exception (and is discarded otherwise). ``path`` may be
+    a symbolic link (its target is replaced) but no other non-regular file
+    (see :func:`writable_destination`)."""
+    path = writable_destination(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{TEMP_INFIX}", dir=path.parent)
     except OSError as error:
@@ -83,11 +131,39 @@ def torch_save(obj: Any, path: PathLike) -> None:
     write_bytes(path, buffer.getvalue())
 
 
+def torch_load(path: PathLike, map_location: Any = None) -> Any:
+    """:func:`torch.load` of ``path`` with ``weights_only=True``, never
+    falling back to full unpickling (as PyG's ``fs.torch_load`` does).
+
+    Raises:
+        UnreadableFileError: naming ``path`` when it holds objects other than
+            tensors, numbers, strings, containers and allowlisted classes
+            (refused: loading them could run code), or is damaged.
+        OSError: a missing or unreadable file (naming it).
+    """
+    path = Path(path)
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "weights only" in str(error).lower():
+            raise UnreadableFileError(
+                f"{path} holds objects other than tensors, numbers, strings and PyG data; "
+                f"refused (loading it could run code)"
+            ) from None
+        raise UnreadableFileError(f"{path} is corrupt or unreadable ({_first_line(error)})") from None
+    except OSError as error:
+        if error.filename is not None:
+            raise  # a missing file or a permission error names the file itself
+        raise UnreadableFileError(f"{path} is corrupt or unreadable ({_first_line(error)})") from None
+    except Exception as error:  # torch raises many kinds on a damaged file
+        raise UnreadableFileError(f"{path} is corrupt or unreadable ({_first_line(error)})") from None
+
+
 def append_line(path: PathLike, line: str) -> None:
     """Appends ``line`` and a newline to ``path`` with one write, flushed to
     disk. A kill can at most leave the last line without its newline, which
     readers of append-only logs drop (see :func:`read_lines`)."""
-    path = Path(path)
+    path = writable_destination(path)
     try:
         with open(path, "ab") as f:
             f.write((line + "\n").encode("utf-8"))
@@ -114,6 +190,78 @@ def remove_stale_temporaries(folder: PathLike) -> List[str]:
             path.unlink(missing_ok=True)
             removed.append(path.name)
     return removed
+
+
+#: Name of the file locked instead of its folder where a folder cannot be locked.
+LOCK_FILE = ".lock"
+
+#: The errors of ``flock`` on a folder where the file system cannot lock one
+#: (NFS emulates ``flock`` with byte-range locks, which need a file open for writing).
+_FOLDER_LOCK_UNSUPPORTED = (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+
+
+class FolderLock:
+    """An exclusive ``flock`` on a folder, held while a process writes there.
+
+    The lock is on the folder itself, not on a file inside it, so no file
+    removed by hand can let a second process in; the operating system
+    releases it when the process ends, however it ends. On a file system
+    that cannot lock a folder (NFS), the file :data:`LOCK_FILE` in it is
+    locked instead (a lock file removed by hand then lets a second process
+    in).
+
+    Args:
+        folder (str or Path): An existing folder.
+        wait (bool, optional): Wait for another holder to release it; else
+            :meth:`acquire` returns :obj:`False` at once. (default: :obj:`False`)
+    """
+
+    def __init__(self, folder: PathLike, wait: bool = False):
+        self.folder = Path(folder)
+        self.wait = wait
+        self._fd: Optional[int] = None
+
+    def acquire(self) -> bool:
+        """Takes the lock; returns :obj:`False` if another process holds it (without ``wait``)."""
+        try:
+            return self._lock(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as error:
+            if error.errno not in _FOLDER_LOCK_UNSUPPORTED:
+                raise
+        return self._lock(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+
+    def _lock(self, path: Path, flags: int) -> bool:
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as error:
+            raise _naming(error, path) from error
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return False
+            raise _naming(error, path) from error
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> "FolderLock":
+        if not self.acquire():
+            raise BlockingIOError(errno.EWOULDBLOCK, "in use by another process", str(self.folder))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def _naming(error: OSError, path: Path) -> OSError:

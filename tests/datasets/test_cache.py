@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import warnings
 
 import pytest
 import torch
@@ -82,3 +83,65 @@ def test_force_reload(folder, tmp_path, monkeypatch, capsys):
     assert len(calls) == 1
     assert main(["stats", "--dataset", str(folder), "--root", str(tmp_path), "--force-reload"]) == 0
     assert len(calls) == 2
+
+
+class RunsCode:
+    """Unpickled by a plain ``torch.load`` (PyG's fallback), it creates the file ``path``."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+@pytest.mark.parametrize("planted", ["data", "vocab", "pre_transform.pt"])
+def test_code_planted_in_the_cache_never_runs(folder, tmp_path, planted):
+    first = TriplesFolder(str(folder), log=False)
+    created = tmp_path / "created"
+    payload = {"data": first.processed_paths[0], "vocab": first.processed_paths[1]}.get(
+        planted, os.path.join(first.processed_dir, planted)
+    )
+    torch.save(({"x": RunsCode(str(created))}, None, RunsCode(str(created))), payload)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = TriplesFolder(str(folder), log=False)
+    assert not created.exists()
+    messages = [str(w.message) for w in caught]
+    if planted == "pre_transform.pt":  # a file torch_wge never reads: PyG's processing step is not used
+        assert messages == []
+    else:  # refused with one warning naming it, and rebuilt from the raw files
+        assert len(messages) == 1 and payload in messages[0] and "refused" in messages[0]
+    assert again.entity_names == ["a", "b", "c"]
+    assert torch.equal(again[0].edge_index, first[0].edge_index)
+
+
+@pytest.mark.parametrize("reload", [False, True])
+def test_temporaries_of_a_killed_processing_are_removed(folder, reload, tmp_path, capsys):
+    cache = str(tmp_path / "cache")  # where the command line processes a folder (its --root)
+    first = TriplesFolder(str(folder), cache_root=cache, log=False)
+    stale = os.path.join(first.processed_dir, f".{os.path.basename(first.processed_paths[0])}.tmp-k1ll3d")
+    with open(stale, "wb") as f:
+        f.write(b"half a graph")
+    assert main(["stats", "--dataset", str(folder), "--root", cache, *(["--force-reload"] if reload else [])]) == 0
+    assert processed_files(first) == sorted(first.processed_file_names)
+
+
+def test_processing_is_announced_under_pytest_too(folder, capsys):
+    """The library behaves the same in tests: ``log=True`` announces processing."""
+    TriplesFolder(str(folder), log=True)
+    assert "Processing..." in capsys.readouterr().err
+    TriplesFolder(str(folder), log=True)  # read from the cache
+    assert "Processing..." not in capsys.readouterr().err
+
+
+def test_only_public_hooks_of_pyg_are_overridden():
+    """PyG's private methods (``_process``, ``_download``, ...) are left to PyG."""
+    from torch_geometric.data import InMemoryDataset
+
+    private = [
+        name
+        for name in vars(base.KnowledgeGraphDataset)
+        if name.startswith("_") and not name.startswith("__") and hasattr(InMemoryDataset, name)
+    ]
+    assert private == []

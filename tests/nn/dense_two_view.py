@@ -32,25 +32,23 @@ def batch_norm(norm, h):
     return (h - mean) / torch.sqrt(var + norm.eps) * norm.weight.double() + norm.bias.double()
 
 
-def view_update(conv, norm, h, adj):
-    """Eqs. 4 and 6: g(BN(Â (W ⊗ h) + b)), g = tanh; W h for a GCN conv."""
-    if hasattr(conv, "lin"):
-        wh = h @ conv.lin.weight.double().t()
-    else:
-        wh = quaternion_weight_times(conv.weight.double(), h)
-    out = adj @ wh + conv.bias.double()
-    return torch.tanh(batch_norm(norm, out) if norm is not None else out)
+def view_update(layer, view, h, adj, act=torch.tanh):
+    """Eqs. 4 and 6: g(BN(Â (W ⊗ h) + b)) of one view ("ef" or "rf"), g = tanh; W h for real weights."""
+    lin, bias, norm = (getattr(layer, f"{view}_{part}") for part in ("lin", "bias", "norm"))
+    wh = quaternion_weight_times(lin.weight.double(), h) if layer.quaternion else h @ lin.weight.double().t()
+    out = adj @ wh + bias.double()
+    return act(batch_norm(norm, out) if norm is not None else out)
 
 
-def two_view_layer(layer, x, rel, ef_edge_index, rf_edge_index):
+def two_view_layer(layer, x, rel, ef_edge_index, rf_edge_index, act=torch.tanh):
     """One layer: entities and relations of layer k + 1 from those of layer k."""
     x, rel = x.double(), rel.double()
     n = x.size(0)
     if layer.entity_view:  # Eq. 4: h'_ef
-        h_ef = view_update(layer.ef_conv, layer.ef_norm, x, normalized_adjacency(ef_edge_index, n))
+        h_ef = view_update(layer, "ef", x, normalized_adjacency(ef_edge_index, n), act)
     if layer.relation_view:  # Eq. 6: h'_rf over [entities; relations]
         a_rf = normalized_adjacency(rf_edge_index, n + rel.size(0))
-        h_rf = view_update(layer.rf_conv, layer.rf_norm, torch.cat([x, rel]), a_rf)
+        h_rf = view_update(layer, "rf", torch.cat([x, rel]), a_rf, act)
     if layer.entity_view and layer.relation_view:  # Eqs. 5 and 7
         return h_ef * h_rf[:n], h_rf[n:]
     if layer.entity_view:  # ablation 3: relations unchanged
@@ -60,9 +58,9 @@ def two_view_layer(layer, x, rel, ef_edge_index, rf_edge_index):
 
 def randomize(layer):
     """Non-zero biases and batch norm statistics and affine weights."""
-    for conv in (layer.ef_conv, layer.rf_conv):
-        if conv is not None:
-            torch.nn.init.normal_(conv.bias)
+    for bias in (layer.ef_bias, layer.rf_bias):
+        if bias is not None:
+            torch.nn.init.normal_(bias)
     for norm in (layer.ef_norm, layer.rf_norm):
         if norm is not None:
             norm.running_mean.normal_()

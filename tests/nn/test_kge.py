@@ -73,7 +73,7 @@ def test_quate_runs_code_written_for_complex(cls, one_torch_thread):
 
 
 def test_wge_forward_refuses_a_tail_index():
-    model = WGE(5, 2, channels=8, num_layers=0)
+    model = WGE(5, 2, hidden_channels=2, num_layers=0)
     h, r, t = torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([2, 3])
     with pytest.raises(ValueError, match=r"got ef_edge_index of shape \[2\].*WGEKGE"):
         model(h, r, t)
@@ -157,3 +157,26 @@ def test_evaluator_on_wgekge_uses_its_1_n_scores(kg):
     wrong = WGEKGE(25, 4, hidden_channels=2, data=kg, num_layers=1).eval()
     with pytest.raises(ValueError, match="num_relations=4"):
         evaluator.evaluate(wrong)
+
+
+def test_wgekge_encodes_once_per_evaluation(kg):
+    torch.manual_seed(0)
+    model = WGEKGE(25, 3, hidden_channels=2, data=kg, num_layers=1).eval()
+    encodings = []
+    model.wge.encoder.register_forward_hook(lambda *args: encodings.append(1))
+    head, rel, tail = torch.tensor([0, 4, 9, 2]), torch.tensor([0, 1, 2, 0]), torch.tensor([3, 3, 1, 7])
+    with torch.no_grad():
+        first = model.test(head, rel, tail, batch_size=5, log=False)  # 4 triples x 5 tail batches
+    assert len(encodings) == 1
+    # a parameter change (an optimizer step) is seen: the next evaluation encodes again
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    model.train()
+    model.loss(head, rel, tail).backward()
+    optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        second = model.test(head, rel, tail, batch_size=5, log=False)
+        assert len(encodings) == 3  # the training step's encoding and one for the evaluation
+        full = model.wge.score_all(model.wge.encode(**model.wge.graph_inputs(kg)), head, rel)
+    rank = (full > full[torch.arange(4), tail].view(-1, 1)).sum(dim=1).double()
+    assert second[1] == pytest.approx((1 / (rank + 1)).mean().item(), abs=1e-6) and second != first

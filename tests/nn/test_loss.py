@@ -105,3 +105,73 @@ def test_unknown_objective():
         one_to_n_loss(
             torch.zeros(1, 1, 4), torch.zeros(1, 2, 4), torch.zeros(2, 0, dtype=torch.long), torch.ones(1), "margin"
         )
+
+
+# ------------------------------------------------------------ sampled softmax
+
+
+def sampled_wge_and_batch(num_candidates):
+    import torch_geometric.transforms as T
+
+    from torch_wge.nn import WGE
+    from torch_wge.testing import random_kg
+    from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+
+    data = T.Compose([EntityFocusedTransform(), RelationFocusedTransform()])(random_kg(40, 3, 160, seed=3))
+    torch.manual_seed(0)
+    model = WGE(40, 3, hidden_channels=2, num_layers=1, dropout=0.0, objective="softmax")
+    model.num_candidates = num_candidates
+    model = model.double().train()
+    heads, relations = torch.tensor([0, 5, 9, 11, 30]), torch.tensor([0, 4, 2, 1, 5])
+    positives = torch.tensor([[0, 0, 1, 2, 3, 4, 4], [3, 7, 7, 12, 1, 39, 20]])
+    return model, model.graph_inputs(data), heads, relations, positives
+
+
+def test_sampled_softmax_matches_dense_float64_reference():
+    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=6)
+    torch.manual_seed(42)
+    loss = model.loss(model.encode(**inputs), heads, relations, positives)
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+
+    # the reference: the same draw, every logit over the candidates in float64, autograd
+    torch.manual_seed(42)
+    candidates = torch.unique(torch.cat([positives[1], torch.randperm(40)[:6]]))
+    assert 6 <= len(candidates) < 40
+    encoded = model.encode(**inputs)
+    queries = model.queries(encoded, heads, relations)
+    eps, reference = model.label_smoothing, 0.0
+    for k, weight in enumerate(model.layer_weights.tolist()):
+        logits = queries[k] @ encoded.entities[k][candidates].t()  # [B, |C|]
+        rows, tails = positives[0], torch.searchsorted(candidates, positives[1])
+        per_pair = (
+            torch.logsumexp(logits[rows], dim=1)
+            - (1 - eps) * logits[rows, tails]
+            - eps / len(candidates) * logits[rows].sum(dim=1)
+        )
+        reference = reference + weight * per_pair.mean()
+    reference.backward()
+    assert torch.allclose(loss, reference, atol=1e-12)
+    for grad, p in zip(grads, model.parameters()):
+        assert torch.allclose(grad, p.grad, atol=1e-12)
+
+
+def test_sampled_softmax_with_every_entity_drawn_is_the_exact_objective():
+    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=40)
+    sampled = model.loss(model.encode(**inputs), heads, relations, positives)
+    model.num_candidates = None
+    exact = model.loss(model.encode(**inputs), heads, relations, positives)
+    assert torch.allclose(sampled, exact, atol=1e-12)
+    # in evaluation mode every entity is scored, whatever num_candidates says
+    model.eval()
+    exact_eval = model.loss(model.encode(**inputs), heads, relations, positives)
+    model.num_candidates = 3
+    assert torch.allclose(model.loss(model.encode(**inputs), heads, relations, positives), exact_eval, atol=1e-12)
+
+
+def test_sampled_softmax_needs_the_softmax_objective():
+    from torch_wge.nn import WGE
+
+    with pytest.raises(ValueError, match="num_candidates needs objective='softmax'"):
+        WGE(10, 2, hidden_channels=2, num_candidates=5)

@@ -1,3 +1,5 @@
+import inspect
+
 import pytest
 import torch
 from torch_geometric.typing import WITH_TORCH_SPARSE, SparseTensor
@@ -19,7 +21,7 @@ def dense_reference(conv, x, edge_index, edge_weight=None, add_self_loops=True):
     deg = adj.sum(dim=1)
     d = torch.where(deg > 0, deg.pow(-0.5), torch.zeros_like(deg))
     norm_adj = d.view(-1, 1) * adj * d.view(1, -1)
-    out = norm_adj @ (x.double() @ quaternion_matrix(conv.weight.double()))
+    out = norm_adj @ (x.double() @ quaternion_matrix(conv.lin.weight.double()))
     return out + conv.bias.double() if conv.bias is not None else out
 
 
@@ -53,7 +55,7 @@ def test_matches_dense_float64(seed, weighted):
     assert torch.allclose(out.double(), expected, atol=1e-5)
     # the isolated node only sees itself: x_7 ⊗ W + b
     assert torch.allclose(
-        out[7].double(), (x[7].double() @ quaternion_matrix(conv.weight.double())) + conv.bias.double(), atol=1e-5
+        out[7].double(), (x[7].double() @ quaternion_matrix(conv.lin.weight.double())) + conv.bias.double(), atol=1e-5
     )
 
 
@@ -79,7 +81,8 @@ def test_sparse_inputs_give_same_output():
     conv = QuaternionGCNConv(8, 8)
     expected = conv(x, edge_index, edge_weight)
     adj = torch.sparse_coo_tensor(edge_index.flip(0), edge_weight, (10, 10)).coalesce()
-    assert torch.allclose(conv(x, adj), expected, atol=1e-6)
+    with pytest.warns(UserWarning, match="Converting sparse tensor to CSR"):  # PyG's advice on a COO input
+        assert torch.allclose(conv(x, adj), expected, atol=1e-6)
     assert torch.allclose(conv(x, adj.to_sparse_csr()), expected, atol=1e-6)
     if WITH_TORCH_SPARSE:
         adj_t = SparseTensor(row=edge_index[1], col=edge_index[0], value=edge_weight, sparse_sizes=(10, 10))
@@ -95,16 +98,63 @@ def test_flow_target_to_source_with_flipped_edges():
     assert torch.allclose(conv(x, edge_index), flipped(x, edge_index.flip(0)), atol=1e-6)
 
 
-def test_cached_normalisation_is_reused_and_cleared():
-    edge_index = random_graph(6, 12, 5)
-    x = torch.randn(6, 4)
-    conv = QuaternionGCNConv(4, 4, cached=True)
-    out = conv(x, edge_index)
-    assert conv._cached_edge_index is not None
-    # the cache, not the argument, is used from now on: a different graph gives the same output
-    assert torch.allclose(conv(x, edge_index[:, :2]), out)
-    conv.reset_parameters()
-    assert conv._cached_edge_index is None
+def test_cached_normalisation_belongs_to_its_graph():
+    graph_a, graph_b = random_graph(6, 12, 5), random_graph(6, 12, 7)
+    x = torch.randn(6, 4, dtype=torch.float64)
+    conv = QuaternionGCNConv(4, 4, cached=True).double()
+    calls = []
+    hook = conv.register_propagate_forward_pre_hook(lambda module, inputs: calls.append(inputs[0]))
+    out_a = conv(x, graph_a)
+    assert torch.allclose(conv(x, graph_a), out_a) and calls[0] is calls[1]  # reused for the same tensor
+    # another graph, the same graph modified in place, or another dtype: normalised anew, never stale
+    assert torch.allclose(conv(x, graph_b), dense_reference(conv, x, graph_b), atol=1e-12)
+    assert torch.allclose(conv(x, graph_a), out_a, atol=1e-12)
+    graph_a[:, :3] = graph_b[:, :3]
+    assert torch.allclose(conv(x, graph_a), dense_reference(conv, x, graph_a), atol=1e-12)
+    conv.float()
+    assert torch.allclose(conv(x.float(), graph_b).double(), dense_reference(conv, x, graph_b), atol=1e-5)
+    hook.remove()
+
+
+def test_gcn_conv_options_and_defaults():
+    from torch_geometric.nn import GCNConv
+
+    # the constructor's options and defaults are GCNConv's
+    ours = inspect.signature(QuaternionGCNConv.__init__).parameters
+    theirs = inspect.signature(GCNConv.__init__).parameters
+    assert [(p.name, p.default) for p in ours.values()] == [(p.name, p.default) for p in theirs.values()]
+    conv = QuaternionGCNConv(4, 4, normalize=False)  # no self loops without normalisation, as GCNConv
+    assert conv.add_self_loops is False
+    # improved: A + 2I, against the dense reference with loops of weight 2
+    edge_index = random_graph(6, 14, 8)
+    x = torch.randn(6, 4, dtype=torch.float64)
+    conv = QuaternionGCNConv(4, 8, improved=True).double()
+    adj = torch.zeros(6, 6, dtype=torch.float64)
+    adj.index_put_((edge_index[1], edge_index[0]), torch.ones(edge_index.size(1), dtype=torch.float64), accumulate=True)
+    adj += 2 * torch.eye(6, dtype=torch.float64)
+    d = adj.sum(1).pow(-0.5)
+    expected = (d.view(-1, 1) * adj * d.view(1, -1)) @ (x @ conv.quaternion_matrix())
+    # (gcn_norm weights the loops 2 when edge weights are given)
+    assert torch.allclose(conv(x, edge_index, torch.ones(edge_index.size(1))), expected, atol=1e-12)
+
+
+def test_lazy_in_channels():
+    edge_index = random_graph(5, 10, 9)
+    conv = QuaternionGCNConv(-1, 8)
+    out = conv(torch.randn(5, 12), edge_index)
+    assert out.shape == (5, 8) and conv.lin.weight.shape == (4, 3, 2)
+    # a lazy layer takes a saved state dict too, sized by it
+    lazy = QuaternionGCNConv(-1, 8)
+    lazy.load_state_dict(conv.state_dict())
+    x = torch.randn(5, 12)
+    assert torch.equal(lazy(x, edge_index), conv(x, edge_index))
+
+
+def test_loads_state_dict_saved_before_the_weight_moved_into_lin():
+    conv = QuaternionGCNConv(8, 4)
+    old = {"weight": torch.randn(4, 2, 1), "bias": torch.randn(4)}
+    conv.load_state_dict(dict(old))
+    assert torch.equal(conv.lin.weight, old["weight"]) and torch.equal(conv.bias, old["bias"])
 
 
 def test_cached_csr_adjacency_gradients_match_dense_float64():
@@ -118,10 +168,10 @@ def test_cached_csr_adjacency_gradients_match_dense_float64():
     for _ in range(2):  # the first call fills the cache, the second reads it
         x = torch.randn(9, 8, dtype=torch.float64, requires_grad=True)
         upstream = torch.randn(9, 12, dtype=torch.float64)
-        grads = torch.autograd.grad((conv(x, adj_t) * upstream).sum(), (x, conv.weight))
+        grads = torch.autograd.grad((conv(x, adj_t) * upstream).sum(), (x, conv.lin.weight))
         expected = dense_reference(conv, x, edge_index, edge_weight)
-        expected_grads = torch.autograd.grad((expected * upstream).sum(), (x, conv.weight))
-        assert conv._cached_transpose is not None
+        expected_grads = torch.autograd.grad((expected * upstream).sum(), (x, conv.lin.weight))
+        assert conv.gcn_normalization._transpose is not None
         for grad, reference in zip(grads, expected_grads):
             assert torch.allclose(grad, reference, atol=1e-10)
 
@@ -131,11 +181,11 @@ def test_gradcheck_float64():
     conv = QuaternionGCNConv(4, 8).double()
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
 
-    weight = conv.weight.detach().clone().requires_grad_()
+    weight = conv.lin.weight.detach().clone().requires_grad_()
     bias = conv.bias.detach().clone().requires_grad_()
 
     def functional(x, weight, bias):
-        return torch.func.functional_call(conv, {"weight": weight, "bias": bias}, (x, edge_index))
+        return torch.func.functional_call(conv, {"lin.weight": weight, "bias": bias}, (x, edge_index))
 
     assert torch.autograd.gradcheck(functional, (x, weight, bias))
 
@@ -184,9 +234,9 @@ def test_trains_inside_a_pyg_node_classifier():
     assert (model(x, edge_index).argmax(1) == labels).float().mean() > 0.9
 
 
-def test_torch_compile_matches_eager():
+def test_torch_compile_fullgraph_matches_eager():
     edge_index = random_graph(7, 20, 6)
     x = torch.randn(7, 8)
     conv = QuaternionGCNConv(8, 8)
-    compiled = torch.compile(conv)
+    compiled = torch.compile(conv, fullgraph=True)  # no graph break, as PyG's GCNConv
     assert torch.allclose(compiled(x, edge_index), conv(x, edge_index), atol=1e-6)

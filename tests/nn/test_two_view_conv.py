@@ -18,8 +18,8 @@ VARIANTS = [
     dict(),
     dict(relation_view=False),
     dict(entity_view=False),
-    dict(conv="gcn"),
-    dict(batch_norm=False),
+    dict(quaternion=False),
+    dict(norm=None),
 ]
 
 
@@ -48,13 +48,13 @@ def test_matches_dense_equations(kwargs, training):
 def test_ablations_leave_out_a_view():
     ef, rf = tiny_kg_views()
     layer, x, rel = layer_and_inputs(8, 8, relation_view=False)
-    assert layer.rf_conv is None and layer(x, rel, ef)[1] is rel  # relations pass through
+    assert layer.rf_lin is None and layer(x, rel, ef)[1] is rel  # relations pass through
     layer, x, rel = layer_and_inputs(8, 8, entity_view=False)
     layer.eval()
-    assert layer.ef_conv is None
+    assert layer.ef_lin is None
     out = layer(x, rel, None, rf)
     # entity 4 has no relation-focused edge: only its own W ⊗ x_4 + b reaches it
-    alone = torch.tanh(layer.rf_norm(quaternion_weight_times(layer.rf_conv.weight, x[4:]) + layer.rf_conv.bias))
+    alone = torch.tanh(layer.rf_norm(quaternion_weight_times(layer.rf_lin.weight, x[4:]) + layer.rf_bias))
     assert torch.allclose(out[0][4:], alone, atol=1e-12)
 
 
@@ -81,18 +81,51 @@ def test_gradcheck():
 def test_is_message_passing_with_reset_and_repr():
     layer = TwoViewConv(8, 16, entity_view=False)
     assert isinstance(layer, MessagePassing)
-    assert isinstance(layer.rf_conv, MessagePassing)
-    assert str(layer) == "TwoViewConv(8, 16, entity_view=False, relation_view=True, conv='quaternion')"
+    assert str(layer) == "TwoViewConv(8, 16, entity_view=False, relation_view=True, quaternion=True)"
     with torch.no_grad():
-        layer.rf_conv.bias.fill_(1.0)
+        layer.rf_bias.fill_(1.0)
         layer.rf_norm.running_mean.fill_(3.0)
     layer.reset_parameters()
-    assert layer.rf_conv.bias.abs().sum() == 0 and layer.rf_norm.running_mean.abs().sum() == 0
+    assert layer.rf_bias.abs().sum() == 0 and layer.rf_norm.running_mean.abs().sum() == 0
+
+
+def test_act_and_norm_as_pyg_layers_take_them():
+    layer, x, rel = layer_and_inputs(8, 8, act="relu", norm=None)
+    ef, rf = tiny_kg_views()
+    want_x, want_rel = two_view_layer(layer, x, rel, ef, rf, act=torch.relu)
+    out_x, out_rel = layer(x, rel, ef, rf)
+    assert torch.allclose(out_x, want_x, atol=1e-12) and torch.allclose(out_rel, want_rel, atol=1e-12)
+    layer = TwoViewConv(8, 8, norm="layer_norm", act=torch.nn.LeakyReLU(0.3))
+    assert type(layer.ef_norm).__name__ == "LayerNorm" and layer.ef_norm is not layer.rf_norm
+    assert isinstance(layer.act, torch.nn.LeakyReLU)
+
+
+def test_deprecated_conv_and_batch_norm_arguments():
+    with pytest.warns(DeprecationWarning, match="quaternion"):
+        assert TwoViewConv(8, 8, conv="gcn").quaternion is False
+    with pytest.warns(DeprecationWarning, match="norm"):
+        assert TwoViewConv(8, 8, batch_norm=False).ef_norm is None
+
+
+def test_loads_state_dict_of_a_layer_with_one_conv_per_view():
+    # saved when each view was a QuaternionGCNConv (or a GCNConv): ef_conv.weight / ef_conv.lin.weight, ef_conv.bias
+    for quaternion, weight_key, shape in ((True, "weight", (4, 2, 2)), (False, "lin.weight", (8, 8))):
+        layer = TwoViewConv(8, 8, quaternion=quaternion)
+        old = {
+            f"{k.replace('_lin.weight', '_conv.' + weight_key).replace('_bias', '_conv.bias')}": torch.randn(v.shape)
+            if v.is_floating_point()
+            else v
+            for k, v in layer.state_dict().items()
+        }
+        assert f"ef_conv.{weight_key}" in old and old[f"ef_conv.{weight_key}"].shape == shape
+        layer.load_state_dict(dict(old))
+        assert torch.equal(layer.ef_lin.weight, old[f"ef_conv.{weight_key}"])
+        assert torch.equal(layer.rf_bias, old["rf_conv.bias"])
 
 
 def test_bad_arguments():
     ef, _ = tiny_kg_views()
-    with pytest.raises(ValueError, match="conv must be one of"):
+    with pytest.raises(ValueError, match="conv must be 'quaternion' or 'gcn'"), pytest.warns(DeprecationWarning):
         TwoViewConv(8, 8, conv="gat")
     with pytest.raises(ValueError, match="at least one"):
         TwoViewConv(8, 8, entity_view=False, relation_view=False)
@@ -100,6 +133,8 @@ def test_bad_arguments():
         TwoViewConv(6, 8)
     with pytest.raises(ValueError, match="no rf_edge_index"):
         TwoViewConv(8, 8)(torch.randn(5, 8), torch.randn(4, 8), ef)
+    with pytest.raises(ValueError, match="rf_node_type"):
+        TwoViewConv(8, 8)(torch.randn(5, 8), torch.randn(4, 8), ef, ef, rf_node_type=torch.zeros(9, dtype=torch.long))
 
 
 # ----------------------------------------------------- PyG message passing
@@ -121,18 +156,30 @@ def test_inside_pyg_sequential_with_another_layer():
     assert torch.allclose(model(x, rel, ef, rf), lin(want_x), atol=1e-12)
 
 
-def test_propagate_forward_hook_sees_relation_focused_messages():
-    layer, x, rel = layer_and_inputs(8, 8, batch_norm=False)
+def test_propagate_forward_hook_sees_both_views():
+    layer, x, rel = layer_and_inputs(8, 8, norm=None)
     ef, rf = tiny_kg_views()
     seen = []
-    handle = layer.rf_conv.register_propagate_forward_hook(lambda module, inputs, out: seen.append(out))
+    handle = layer.register_propagate_forward_hook(lambda module, inputs, out: seen.append(out))
     layer(x, rel, ef, rf)
     handle.remove()
     layer(x, rel, ef, rf)
-    # one propagation over the 9 entity and relation nodes: Â_rf (W_rf ⊗ [x; rel])
+    # one propagation over the 9 entity and relation nodes, Â_rf (W_rf ⊗ [x; rel]), then Â_ef (W_ef ⊗ x)
     xr = torch.cat([x, rel])
-    expected = normalized_adjacency(rf, 9) @ quaternion_weight_times(layer.rf_conv.weight, xr)
-    assert len(seen) == 1 and torch.allclose(seen[0], expected, atol=1e-12)
+    expected_rf = normalized_adjacency(rf, 9) @ quaternion_weight_times(layer.rf_lin.weight, xr)
+    expected_ef = normalized_adjacency(ef, 5) @ quaternion_weight_times(layer.ef_lin.weight, x)
+    assert len(seen) == 2
+    assert torch.allclose(seen[0], expected_rf, atol=1e-12) and torch.allclose(seen[1], expected_ef, atol=1e-12)
+
+
+def test_one_hop_per_layer_for_pyg_utilities():
+    from torch_geometric.utils import get_num_hops
+
+    from torch_wge.nn import WGE, TwoViewEncoder
+
+    assert get_num_hops(TwoViewConv(8, 8)) == 1
+    assert get_num_hops(TwoViewEncoder(8, num_layers=2)) == 2
+    assert get_num_hops(WGE(10, 2, hidden_channels=2, num_layers=3)) == 3
 
 
 class EntityFocusedModel(torch.nn.Module):
@@ -148,8 +195,7 @@ class EntityFocusedModel(torch.nn.Module):
 
 def test_explainer_edge_mask_on_entity_focused_view():
     layer, x, rel = layer_and_inputs(8, 8)
-    layer.eval()
-    layer.rf_conv.explain = False  # the mask is sized for the entity-focused edges only
+    layer.eval()  # no flag to set: the mask is sized for the entity-focused edges and applies there only
     ef, rf = tiny_kg_views()
     model = EntityFocusedModel(layer)
 
@@ -159,8 +205,8 @@ def test_explainer_edge_mask_on_entity_focused_view():
     masked = model(x, ef, rel, rf)
     clear_masks(model)
     self_loops_only = torch.diag(normalized_adjacency(ef, 5).diagonal())
-    h_rf = view_update(layer.rf_conv, layer.rf_norm, torch.cat([x, rel]), normalized_adjacency(rf, 9))
-    expected = view_update(layer.ef_conv, layer.ef_norm, x, self_loops_only) * h_rf[:5]
+    h_rf = view_update(layer, "rf", torch.cat([x, rel]), normalized_adjacency(rf, 9))
+    expected = view_update(layer, "ef", x, self_loops_only) * h_rf[:5]
     assert torch.allclose(masked, expected, atol=1e-12)
     assert not torch.allclose(masked, model(x, ef, rel, rf), atol=1e-3)
 
@@ -178,3 +224,102 @@ def test_explainer_edge_mask_on_entity_focused_view():
     # edges that cannot reach entity 2 in one hop get no mass
     far = (ef[1] != 2) & (ef[0] != 2)
     assert explanation.edge_mask[far].abs().sum() == 0 and explanation.edge_mask[~far].abs().sum() > 0
+
+
+class RelationFocusedModel(torch.nn.Module):
+    """The explained edge_index is the relation-focused view."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x, edge_index, rel, ef_edge_index):
+        return self.layer(x, rel, ef_edge_index, edge_index)[0]
+
+
+def test_explainer_edge_mask_on_relation_focused_view():
+    layer, x, rel = layer_and_inputs(8, 8)
+    layer.eval()
+    ef, rf = tiny_kg_views()
+    model = RelationFocusedModel(layer)
+    set_masks(model, torch.zeros(rf.size(1), dtype=torch.float64), rf, apply_sigmoid=False)
+    masked = model(x, rf, rel, ef)
+    clear_masks(model)
+    self_loops_only = torch.diag(normalized_adjacency(rf, 9).diagonal())
+    h_rf = view_update(layer, "rf", torch.cat([x, rel]), self_loops_only)
+    expected = view_update(layer, "ef", x, normalized_adjacency(ef, 5)) * h_rf[:5]
+    assert torch.allclose(masked, expected, atol=1e-12)
+    # a mask that fits neither view is refused, not applied to the wrong edges
+    set_masks(model, torch.zeros(7, dtype=torch.float64), rf[:, :7], apply_sigmoid=False)
+    with pytest.raises(ValueError, match="fits neither view"):
+        model(x, rf, rel, ef)
+    clear_masks(model)
+
+
+# ----------------------------------------------------- batches of graphs
+
+
+def test_batch_of_graphs_gives_each_graph_its_own_result():
+    import torch_geometric.transforms as T
+    from torch_geometric.loader import DataLoader
+
+    from torch_wge.nn import TwoViewEncoder
+    from torch_wge.testing import random_kg
+    from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+
+    views = T.Compose([EntityFocusedTransform(), RelationFocusedTransform()])
+    graphs = [views(random_kg(n, r, 4 * n, seed=n)) for n, r in ((12, 2), (7, 3), (20, 1))]
+    torch.manual_seed(0)
+    for graph in graphs:
+        graph.x = torch.randn(graph.num_nodes, 8, dtype=torch.float64)
+        graph.rel = torch.randn(graph.rf_num_nodes - graph.num_nodes, 8, dtype=torch.float64)
+    batch = next(iter(DataLoader(graphs, batch_size=3)))
+    encoder = TwoViewEncoder(8, num_layers=2).double()
+    for conv in encoder.convs:
+        randomize(conv)
+    encoder.eval()  # batch norm's running statistics: a graph's result does not depend on the others
+
+    def run(x, rel, data, rf_node_type=None):
+        return encoder(x, rel, data.ef_edge_index, data.rf_edge_index, rf_node_type)[-1]
+
+    x, rel = batch.x.clone().requires_grad_(), batch.rel.clone().requires_grad_()
+    out_x, out_rel = run(x, rel, batch, batch.rf_node_type)
+    (out_x.square().sum() + out_rel.pow(3).sum()).backward()
+    rel_ptr = [0]
+    for graph in graphs:
+        rel_ptr.append(rel_ptr[-1] + graph.rel.size(0))
+    for g, graph in enumerate(graphs):
+        gx, grel = graph.x.clone().requires_grad_(), graph.rel.clone().requires_grad_()
+        alone_x, alone_rel = run(gx, grel, graph)
+        (alone_x.square().sum() + alone_rel.pow(3).sum()).backward()
+        nodes = slice(int(batch.ptr[g]), int(batch.ptr[g + 1]))
+        rels = slice(rel_ptr[g], rel_ptr[g + 1])
+        assert torch.allclose(out_x[nodes], alone_x, atol=1e-12)
+        assert torch.allclose(out_rel[rels], alone_rel, atol=1e-12)
+        assert torch.allclose(x.grad[nodes], gx.grad, atol=1e-12)
+        assert torch.allclose(rel.grad[rels], grel.grad, atol=1e-12)
+    # without the node types the batch's relation-focused nodes are read as [x; rel]: other numbers
+    assert not torch.allclose(run(batch.x, batch.rel, batch)[0], out_x, atol=1e-3)
+
+
+def test_wge_refuses_a_batch_of_graphs():
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Batch
+
+    from torch_wge.nn import WGE
+    from torch_wge.testing import random_kg
+    from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+
+    views = T.Compose([EntityFocusedTransform(), RelationFocusedTransform()])
+    batch = Batch.from_data_list([views(random_kg(10, 2, 30, seed=s)) for s in (0, 1)])
+    with pytest.raises(ValueError, match="batch of 2 graphs"):
+        WGE(20, 2, hidden_channels=2).graph_inputs(batch)
+
+
+def test_torch_compile_fullgraph_matches_eager():
+    layer, x, rel = layer_and_inputs(8, 8)
+    layer.eval()
+    ef, rf = tiny_kg_views()
+    compiled = torch.compile(layer, fullgraph=True)
+    for got, want in zip(compiled(x, rel, ef, rf), layer(x, rel, ef, rf)):
+        assert torch.allclose(got, want, atol=1e-10)

@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,7 +19,7 @@ def data():
 
 def make(data, **kwargs):
     torch.manual_seed(0)
-    model = WGE(data.num_nodes, data.num_relations, channels=8, **kwargs).double()
+    model = WGE(data.num_nodes, data.num_relations, hidden_channels=2, **kwargs).double()
     return model
 
 
@@ -82,11 +84,13 @@ def test_gradients_reach_every_parameter(data):
 
 
 def test_bad_arguments(data):
-    with pytest.raises(ValueError, match="multiple of 4"):
-        WGE(10, 2, channels=10)
+    with pytest.raises(ValueError, match="hidden_channels must be a positive int"):
+        WGE(10, 2, hidden_channels=0)
     with pytest.raises(ValueError, match="views"):
-        WGE(10, 2, channels=8, views="three-view")
-    model = WGE(data.num_nodes, data.num_relations, channels=8, views="levi")
+        WGE(10, 2, hidden_channels=2, views="three-view")
+    with pytest.raises(TypeError):  # the width is a keyword: a positional 256 meant reals before
+        WGE(10, 2, 256)
+    model = WGE(data.num_nodes, data.num_relations, hidden_channels=2, views="levi")
     data = data.clone()  # the fixture is shared by the module's tests
     del data.levi_edge_index
     with pytest.raises(ValueError, match="levi_edge_index"):
@@ -154,3 +158,36 @@ def test_graph_inputs_read_each_views_edges_and_node_count(data):
     adj = two_view.graph_inputs(wider)["rf_edge_index"]
     assert adj.shape == (data.rf_num_nodes + 3,) * 2
     assert adj.to_dense()[data.rf_edge_index[1], data.rf_edge_index[0]].eq(1).all()
+
+
+def test_deprecated_channels_counts_real_numbers():
+    with pytest.warns(DeprecationWarning, match="hidden_channels=3"):
+        model = WGE(10, 2, channels=12)
+    assert model.hidden_channels == 3 and model.entity_embedding.weight.shape == (10, 12)
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="multiple of 4"):
+        WGE(10, 2, channels=10)
+
+
+def test_one_model_on_two_graphs_encodes_each_graph():
+    """The encoder's cached adjacencies belong to their graph: a second graph, or
+    the graph in another dtype, is never encoded with the first graph's."""
+    views = T.Compose([EntityFocusedTransform(), RelationFocusedTransform()])
+    graph_a, graph_b = (views(random_kg(30, 3, 90, seed=seed)) for seed in (11, 12))
+    torch.manual_seed(0)
+    model = WGE(30, 3, hidden_channels=2, num_layers=2).eval()
+
+    def fresh_encoding(graph, dtype=torch.float32):
+        fresh = copy.deepcopy(model).to(dtype)
+        fresh.encoder.reset_parameters()  # new caches ...
+        fresh.load_state_dict(model.state_dict())  # ... same weights
+        return fresh.encode(**fresh.graph_inputs(graph)).entities[-1]
+
+    with torch.no_grad():
+        for graph in (graph_a, graph_b, graph_a):
+            for sparse in (True, False):
+                got = model.encode(**model.graph_inputs(graph, sparse=sparse)).entities[-1]
+                assert torch.allclose(got, fresh_encoding(graph), atol=1e-6)
+        assert not torch.allclose(fresh_encoding(graph_a), fresh_encoding(graph_b), atol=1e-3)
+        model.double()
+        got = model.encode(**model.graph_inputs(graph_b)).entities[-1]
+        assert got.dtype == torch.float64 and torch.allclose(got, fresh_encoding(graph_b, torch.float64), atol=1e-12)

@@ -48,7 +48,8 @@ def test_precision_may_change_on_resume_and_bad_names_are_refused(data, tmp_path
     config = TrainConfig(dataset="random", channels=16, batch_size=64, epochs=1, eval_every=1, seed=3)
     Trainer(config, data, tmp_path / "run", progress=False).fit()
     config.epochs, config.precision = 2, "bf16"
-    result = Trainer(config, data, tmp_path / "run", progress=False).fit(resume=True)
+    with pytest.warns(UserWarning, match="--precision float32 -> bf16"):
+        result = Trainer(config, data, tmp_path / "run", progress=False).fit(resume=True)
     assert result["epochs_trained"] == 2 and result["config"]["precision"] == "bf16"
     with pytest.raises(ValueError, match="precision must be one of float32, tf32, bf16, got 'fp16'"):
         TrainConfig(precision="fp16").validate()

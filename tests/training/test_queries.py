@@ -26,7 +26,7 @@ def test_batches_cover_every_query_once_in_a_seeded_order():
     assert seen.size(0) == len(queries) and torch.unique(seen, dim=0).size(0) == len(queries)
     again = torch.cat([h for h, _, _ in queries.batches(7, torch.Generator().manual_seed(0))])
     assert torch.equal(again, seen[:, 0])
-    assert queries.num_batches(7) == -(-len(queries) // 7)
+    assert queries.num_batches(7) == len(queries.batch_indices(7)) == len(queries) // 7  # 183 = 26 * 7 + 1
 
 
 def test_add_inverse_triples():
@@ -44,3 +44,20 @@ def test_subset_holds_the_chosen_queries_with_their_answers():
     expected_heads, expected_relations, expected = queries.batch(index)
     assert torch.equal(heads, expected_heads) and torch.equal(relations, expected_relations)
     assert torch.equal(positives, expected)
+
+
+def test_no_batch_holds_a_single_query_at_any_batch_size():
+    """A last batch of one query joins the one before it; batch norm needs two queries."""
+    queries = TrainingQueries(split_triples(random_kg(30, 4, 200, seed=3), "train"), 30, 4)
+    n = len(queries)
+    for batch_size in range(2, n + 2):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(batch_size))
+        batches = queries.batch_indices(batch_size, torch.Generator().manual_seed(batch_size))
+        assert torch.equal(torch.cat(batches), order)  # every query once, in the drawn order
+        sizes = [b.numel() for b in batches]
+        # brute force: consecutive slices of batch_size, a lone last query added to the one before
+        expected = [min(batch_size, n - start) for start in range(0, n, batch_size)]
+        if len(expected) > 1 and expected[-1] == 1:
+            expected = expected[:-2] + [batch_size + 1]
+        assert sizes == expected and min(sizes) >= 2, batch_size
+        assert queries.num_batches(batch_size) == len(batches)

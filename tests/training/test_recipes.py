@@ -99,3 +99,15 @@ def test_graph_defaults_of_train_config_are_the_transforms():
     assert set(defaults) == {"beta", "predicate_entities", "relation_edges"}
     config = TrainConfig()
     assert {name: getattr(config, name) for name in defaults} == defaults
+
+
+def test_candidates_setting_builds_a_sampled_softmax_model(data):
+    from torch_wge.training import build_model
+
+    config = TrainConfig(objective="softmax", candidates=7)
+    config.validate()
+    assert build_model(config, data).num_candidates == 7
+    assert build_model(TrainConfig(), data).num_candidates is None
+    for bad in (TrainConfig(objective="bce", candidates=7), TrainConfig(objective="softmax", candidates=0)):
+        with pytest.raises(ValueError, match="candidates needs --objective softmax"):
+            bad.validate()

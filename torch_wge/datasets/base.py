@@ -1,6 +1,5 @@
 """One base class for knowledge graphs stored as three triple files."""
 
-import contextlib
 import hashlib
 import itertools
 import json
@@ -9,16 +8,18 @@ import os.path as osp
 import re
 import sys
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 import torch
 from torch_geometric.data import Data, InMemoryDataset, download_url
-from torch_geometric.io import fs
+from torch_geometric.data.data import BaseData
 
 from torch_wge import io
 
 SPLIT_FILES = ("train.txt", "valid.txt", "test.txt")
+#: The keys of a processed vocabulary file.
+VOCABULARY_KEYS = ("entity_names", "relation_names", "entity_labels", "relation_labels", "num_dropped")
 UNSEEN_CHOICES = ("keep", "drop", "error")
 
 Triples = List[List[str]]
@@ -201,8 +202,13 @@ class KnowledgeGraphDataset(InMemoryDataset):
     anew instead of silently reusing the old graph. The processed file names
     hold a digest of the content of the raw files (split and label files),
     so an edited or added raw file is processed anew too. Processed files
-    are written atomically; one that cannot be read (damaged by something
-    else) is rebuilt from the raw files with a warning.
+    are written atomically and read with ``weights_only=True`` only (see
+    :func:`torch_wge.io.torch_load`): one that cannot be read so (damaged,
+    or holding objects whose loading could run code) is not loaded but
+    rebuilt from the raw files, with a warning naming it. Processes sharing
+    a dataset folder process it in turn (an ``flock`` on the processed
+    folder); temporary files a killed one left there are removed by the
+    next one that processes.
 
     Args:
         root (str): Root directory.
@@ -254,18 +260,8 @@ class KnowledgeGraphDataset(InMemoryDataset):
             raise ValueError(f"'unseen' must be one of {UNSEEN_CHOICES} (got {unseen!r})")
         self.unseen = unseen
         self._raw_digest: Optional[str] = None
-        super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log)
-        try:
-            meta = self._load_processed()
-        except Exception as e:  # torch raises many kinds on a damaged file
-            warnings.warn(
-                f"{self.processed_dir}: processed files unreadable "
-                f"({type(e).__name__}: {e}); processing the raw "
-                f"files again",
-                stacklevel=2,
-            )
-            self._process_raw()
-            meta = self._load_processed()
+        super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log)  # downloads
+        meta = self._load_or_process()
         self.entity_names: List[str] = meta["entity_names"]
         self.relation_names: List[str] = meta["relation_names"]
         self.entity_labels: Optional[List[Optional[str]]] = meta["entity_labels"]
@@ -360,28 +356,69 @@ class KnowledgeGraphDataset(InMemoryDataset):
         return None
 
     # Processing ------------------------------------------------------------
-    def _process(self) -> None:
-        # Replaces PyG's: the processed folder is already keyed by the
-        # pre-transform and the file names by the raw files' content.
-        if self.force_reload or not all(osp.isfile(path) for path in self.processed_paths):
-            self._process_raw()
+    @property
+    def has_process(self) -> bool:
+        # PyG's Dataset runs its own processing step when a subclass defines
+        # `process`; it would unpickle processed/pre_transform.pt with
+        # weights_only=False (running any code planted there) and write it
+        # non-atomically. This class calls `process` itself
+        # (`_load_or_process`): its processed folder is keyed by the
+        # pre-transform and its file names by the raw files' content.
+        return False
 
-    def _process_raw(self) -> None:
-        if self.log and "PYTEST_CURRENT_TEST" not in os.environ:
-            print("Processing...", file=sys.stderr)
+    def _load_or_process(self) -> dict:
+        # The processed graph and vocabulary, processed from the raw files
+        # first when missing, unreadable or force_reload is set. Processes
+        # sharing the dataset folder take turns (a lock on the processed
+        # folder), so temporaries found there are stale: removed.
         os.makedirs(self.processed_dir, exist_ok=True)
-        self.process()
-        # copies made from older raw files (temporary files are left alone:
-        # another process may be processing the same dataset)
+        with io.FolderLock(self.processed_dir, wait=True):
+            io.remove_stale_temporaries(self.processed_dir)
+            if not self.force_reload and all(osp.isfile(path) for path in self.processed_paths):
+                try:
+                    return self._load_processed()
+                except io.UnreadableFileError as error:
+                    warnings.warn(f"{error}; processing the raw files again", stacklevel=3)
+            if self.log:
+                print("Processing...", file=sys.stderr)
+            self.process()
+            self._remove_older_copies()
+            return self._load_processed()
+
+    def _remove_older_copies(self) -> None:
+        # processed files made from older raw files
         current = set(self.processed_file_names)
         for name in os.listdir(self.processed_dir):
             if name.startswith(("data-", "vocab-")) and name.endswith(".pt") and name not in current:
-                with contextlib.suppress(FileNotFoundError):  # removed by another process
-                    os.remove(osp.join(self.processed_dir, name))
+                os.remove(osp.join(self.processed_dir, name))
+
+    def load(self, path: str, data_cls: Type[BaseData] = Data) -> None:
+        r"""Loads the processed graph at :obj:`path` (PyG's
+        :meth:`~torch_geometric.data.InMemoryDataset.load`, read with
+        ``weights_only=True`` only, see :func:`torch_wge.io.torch_load`).
+
+        Raises:
+            torch_wge.io.UnreadableFileError: naming the file when it is
+                damaged, holds objects whose loading could run code, or is
+                no processed graph.
+        """
+        stored = io.torch_load(path)
+        if isinstance(stored, tuple) and len(stored) == 3:
+            stored, slices, data_cls = stored
+        else:
+            slices = None
+        if not (isinstance(stored, dict) and isinstance(data_cls, type) and issubclass(data_cls, BaseData)):
+            raise io.UnreadableFileError(f"{path} is not a processed graph (expected PyG's collated data)")
+        self.data, self.slices = data_cls.from_dict(stored), slices
 
     def _load_processed(self) -> dict:
         self.load(self.processed_paths[0])
-        return fs.torch_load(self.processed_paths[1])
+        path = self.processed_paths[1]
+        meta = io.torch_load(path)
+        missing = [key for key in VOCABULARY_KEYS if not isinstance(meta, dict) or key not in meta]
+        if missing:
+            raise io.UnreadableFileError(f"{path} is not a processed vocabulary (no {', '.join(missing)})")
+        return meta
 
     def process(self) -> None:
         splits, lines = [], []

@@ -1,5 +1,14 @@
 from torch_wge.nn.conv import QuaternionGCNConv, TwoViewConv
+from torch_wge.nn.dense import QuaternionLinear
 from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.models import WGE, EncodedGraph, TwoViewEncoder
 
-__all__ = ["QuaternionGCNConv", "TwoViewConv", "QuatEDecoder", "TwoViewEncoder", "WGE", "EncodedGraph"]
+__all__ = [
+    "QuaternionLinear",
+    "QuaternionGCNConv",
+    "TwoViewConv",
+    "QuatEDecoder",
+    "TwoViewEncoder",
+    "WGE",
+    "EncodedGraph",
+]

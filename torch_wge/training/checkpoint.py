@@ -1,13 +1,13 @@
-"""Checkpoint files: atomic writes, safe loading, and the checks that a
-checkpoint fits the run or the data it is used with."""
+"""Checkpoint files: atomic writes, safe loading with a checksum, and the
+checks that a checkpoint fits the run or the data it is used with."""
 
 import hashlib
 import json
-import pickle
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
+from torch import Tensor
 
 from torch_wge import io
 from torch_wge.nn.models.two_view_encoder import current_key
@@ -16,8 +16,12 @@ from torch_wge.training.config import TrainConfig
 FORMAT = "torch_wge-checkpoint-v1"
 
 #: Settings a resumed run may change: they do not alter the training
-#: trajectory of the epochs already run (``epochs`` and ``patience`` only
-#: move the end) or only say where data and computation live.
+#: trajectory of the epochs already run (``epochs``, ``patience`` and
+#: ``time_limit`` only move the end) or only say where data and computation
+#: live and how it is rounded (``root``, ``device``, ``eval_batch_size``,
+#: ``precision``). A changed ``device`` or ``precision`` (or thread count)
+#: rounds the later epochs otherwise: the resumed run is then not bit for
+#: bit an uninterrupted one, and the trainer says so.
 RESUMABLE_CHANGES = ("epochs", "patience", "time_limit", "root", "device", "eval_batch_size", "precision")
 
 
@@ -25,43 +29,89 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read or does not fit the run it is loaded into."""
 
 
+def content_digest(value: Any) -> str:
+    """The sha256 of ``value``: tensors (dtype, shape and bytes), numbers,
+    strings, :obj:`None` and lists, tuples and dicts of them, in order."""
+    digest = hashlib.sha256()
+
+    def feed(item: Any) -> None:
+        if isinstance(item, Tensor):
+            flat = item.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"tensor {flat.dtype} {tuple(item.shape)}\n".encode())
+            digest.update(flat.view(torch.uint8).numpy())
+        elif isinstance(item, dict):
+            digest.update(f"dict {len(item)}\n".encode())
+            for key, entry in item.items():
+                feed(key)
+                feed(entry)
+        elif isinstance(item, (list, tuple)):
+            digest.update(f"{type(item).__name__} {len(item)}\n".encode())
+            for entry in item:
+                feed(entry)
+        else:
+            digest.update(f"{type(item).__name__} {item!r}\n".encode())
+
+    feed(value)
+    return digest.hexdigest()
+
+
 def save_checkpoint(state: Dict[str, Any], path: Union[str, Path]) -> None:
-    """Writes ``state`` atomically (see :mod:`torch_wge.io`): a kill at any
-    moment leaves either the previous checkpoint or the new one. ``state``
-    must hold only tensors, numbers, strings, lists and dicts, so that
-    :func:`load_checkpoint` can read it without running pickled code."""
+    """Writes ``state`` atomically (see :mod:`torch_wge.io`) with its
+    :func:`content_digest` as ``checksum``: a kill at any moment leaves
+    either the previous checkpoint or the new one, and :func:`load_checkpoint`
+    refuses a file changed since. ``state`` must hold only tensors, numbers,
+    strings, lists and dicts, so that it can be read without running
+    pickled code."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    io.torch_save({"format": FORMAT, **state}, path)
+    content = {"format": FORMAT, **{key: value for key, value in state.items() if key != "checksum"}}
+    io.torch_save({**content, "checksum": content_digest(content)}, path)
 
 
 def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> Dict[str, Any]:
     """Reads a checkpoint written by :func:`save_checkpoint` with
-    ``weights_only=True``: a file that holds anything but tensors, numbers,
-    strings and containers of them is refused before any of its code runs.
+    ``weights_only=True`` (see :func:`torch_wge.io.torch_load`): a file that
+    holds anything but tensors, numbers, strings and containers of them is
+    refused before any of its code runs. Its ``checksum`` must match its
+    contents (checkpoints written before checksums were stored have none).
 
     Raises:
-        CheckpointError: if the file is missing, unreadable, holds other
-            objects or is not a torch_wge checkpoint.
+        CheckpointError: if the file is missing, unreadable, damaged, holds
+            other objects or is not a torch_wge checkpoint.
     """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as error:
-        if "weights only" in str(error).lower():
-            raise CheckpointError(
-                f"{path} holds objects other than tensors, numbers and strings; refused (loading it could run code)"
-            ) from error
-        raise CheckpointError(f"checkpoint {path} is corrupt or unreadable: {_first_line(error)}") from error
-    except OSError:
-        raise  # a permission or I/O error names the file itself
-    except Exception as error:  # torch raises many kinds on a damaged file
-        raise CheckpointError(f"checkpoint {path} is corrupt or unreadable: {_first_line(error)}") from error
+        state = io.torch_load(path, map_location=map_location)
+    except io.UnreadableFileError as error:
+        raise CheckpointError(f"checkpoint {error}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a torch_wge checkpoint (expected format {FORMAT})")
+    if "checksum" in state:
+        stored = state.pop("checksum")
+        if stored != content_digest(state):
+            raise CheckpointError(f"checkpoint {path} is damaged: its contents no longer match its checksum")
     return state
+
+
+def triples_fingerprint(triples: Tensor) -> str:
+    """A digest of a set of id triples ``[T, 3]`` (in any order): equal
+    fingerprints mean the same (head, relation, tail) id triples."""
+    rows = torch.unique(triples.long().cpu(), dim=0) if triples.numel() else triples.long().cpu().view(-1, 3)
+    return content_digest(rows)
+
+
+def check_training_triples(state: Dict[str, Any], fingerprint: Optional[str], path, dataset: str) -> None:
+    """Raises :class:`CheckpointError` when the checkpoint was trained on
+    other training triples than the data's (checkpoints written without a
+    fingerprint are not checked)."""
+    stored = state.get("train_triples")
+    if stored is not None and fingerprint is not None and stored != fingerprint:
+        raise CheckpointError(
+            f"the training triples of {dataset} differ from those {path} was trained on "
+            f"(same vocabulary and sizes, other triples); it belongs to other data"
+        )
 
 
 def vocabulary_digest(entity_names: Sequence[str], relation_names: Sequence[str]) -> str:
@@ -117,27 +167,25 @@ def check_resumable(state: Dict[str, Any], config: Dict[str, Any], path) -> None
         )
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
-
-
 def upgrade_optimizer_state(model_state: Dict[str, Any], optimizer_state: Dict[str, Any], model) -> Dict[str, Any]:
     """The optimiser state of a checkpoint in the parameter order of ``model``.
 
     An optimiser's state is keyed by the position of each parameter in
     ``model.parameters()``. Checkpoints written before the encoder became a
     stack of :class:`~torch_wge.nn.TwoViewConv` layers list its parameters
-    view by view (``ef_convs.0``, ``ef_convs.1``, ..., ``rf_convs.0``, ...);
-    the model now registers them layer by layer. Their state is moved to the
-    positions of the same parameters today; other checkpoints are returned
-    unchanged."""
-    if all(current_key(key) == key for key in model_state):
-        return optimizer_state
+    view by view (``ef_convs.0``, ``ef_convs.1``, ..., ``rf_convs.0``, ...),
+    and those written before each layer did its own message passing list
+    ``ef_conv.weight, ef_conv.bias, ef_norm.*, ...`` where a layer now
+    registers ``ef_bias, rf_bias, ef_lin.weight, ef_norm.*, ...``. Their state is
+    moved to the positions of the same parameters today (see
+    :func:`~torch_wge.nn.models.two_view_encoder.current_key`); a checkpoint
+    in today's order is returned unchanged."""
     names_now = [name for name, _ in model.named_parameters()]
     parameters = set(names_now)
     # a state dict lists parameters in their order of registration
     order_then = [name for name in map(current_key, model_state) if name in parameters]
+    if order_then == names_now:
+        return optimizer_state
     position_then = {name: i for i, name in enumerate(order_then)}
     state = optimizer_state["state"]
     moved = {now: state[position_then[name]] for now, name in enumerate(names_now) if position_then[name] in state}

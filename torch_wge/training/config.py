@@ -3,7 +3,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from torch_wge.nn.conv.two_view_conv import CONVS
 from torch_wge.nn.kge.loss import OBJECTIVES
 from torch_wge.nn.models.wge import VIEWS
 from torch_wge.training.precision import PRECISIONS
@@ -11,7 +10,7 @@ from torch_wge.training.precision import PRECISIONS
 #: Choices of the settings that take a name, read from where each is defined.
 CHOICES = {
     "views": tuple(VIEWS),
-    "conv": tuple(CONVS),
+    "conv": ("quaternion", "gcn"),
     "objective": tuple(OBJECTIVES),
     "schedule": ("constant", "cosine"),
     "precision": tuple(PRECISIONS),
@@ -83,6 +82,7 @@ class TrainConfig:
     schedule: Optional[str] = None
     warmup_epochs: Optional[int] = None
     objective: Optional[str] = None
+    candidates: Optional[int] = None
     label_smoothing: Optional[float] = None
     dropout: Optional[float] = None
     grad_clip: Optional[float] = None
@@ -123,7 +123,10 @@ class TrainConfig:
             ),
             (0.0 <= self.beta <= 1.0, f"beta must be in [0, 1], got {self.beta}"),
             (self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}"),
-            (self.batch_size > 0, f"batch size must be positive, got {self.batch_size}"),
+            (
+                self.batch_size >= 2,
+                f"batch size must be >= 2 (the decoders' batch norm needs two queries a batch), got {self.batch_size}",
+            ),
             (self.eval_batch_size > 0, f"evaluation batch size must be positive, got {self.eval_batch_size}"),
             (0 < self.lr <= 1, f"lr must be in (0, 1], got {self.lr}"),
             (self.warmup_epochs >= 0, f"warmup epochs must be >= 0, got {self.warmup_epochs}"),
@@ -139,6 +142,11 @@ class TrainConfig:
             ),
             (0.0 <= self.grad_clip < math.inf, f"grad_clip must be finite and >= 0 (0: off), got {self.grad_clip}"),
             (self.eval_every > 0, f"eval_every must be positive, got {self.eval_every}"),
+            (
+                self.candidates is None or (self.candidates > 0 and self.objective == "softmax"),
+                f"candidates needs --objective softmax and a positive count, got {self.candidates} "
+                f"with objective {self.objective}",
+            ),
             (self.patience is None or self.patience > 0, f"patience must be positive, got {self.patience}"),
             (
                 self.time_limit is None or self.time_limit > 0,

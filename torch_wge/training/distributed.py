@@ -64,7 +64,14 @@ from torch_wge.evaluation import sharding
 from torch_wge.nn import norm
 from torch_wge.training.model import resolve_device
 
-__all__ = ["DistributedContext", "BatchLoss", "dropout_seed", "shard_bounds", "wrap_data_parallel"]
+__all__ = [
+    "DistributedContext",
+    "BatchLoss",
+    "dropout_seed",
+    "is_collective_failure",
+    "shard_bounds",
+    "wrap_data_parallel",
+]
 
 #: Names that moved, kept importable from here for one release.
 _MOVED = {
@@ -108,6 +115,18 @@ def dropout_seed(seed: int, epoch: int, rank: int) -> int:
     and reproducible after a resume."""
     digest = hashlib.sha256(f"torch_wge-dropout/{seed}/{epoch}/{rank}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1
+
+
+def is_collective_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a failed collective operation of the process
+    group, as when another process of the run ended (killed, or failed with
+    an error of its own) while this process is in a process group: a
+    :class:`torch.distributed.DistError`, or the :class:`RuntimeError` that
+    gloo and NCCL raise on a lost connection."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    text = str(error).lower()
+    return isinstance(error, dist.DistError) or (isinstance(error, RuntimeError) and ("gloo" in text or "nccl" in text))
 
 
 def _process_device(device: Optional[str], local_rank: int) -> torch.device:

@@ -8,7 +8,15 @@ from torch_wge.data import num_kg_relations
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.evaluation.sharding import sharded_ranks
 from torch_wge.nn import WGE
-from torch_wge.training.checkpoint import check_compatible, check_vocabulary, load_checkpoint, vocabulary_digest
+from torch_wge.training import validation
+from torch_wge.training.checkpoint import (
+    check_compatible,
+    check_training_triples,
+    check_vocabulary,
+    load_checkpoint,
+    triples_fingerprint,
+    vocabulary_digest,
+)
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, graph_transform, load_data, split_triples
 from torch_wge.training.distributed import DistributedContext
@@ -61,11 +69,14 @@ def load_trained(
     the graph views are built with the checkpoint's settings).
 
     Raises:
-        CheckpointError: if the file is unreadable or the graph does not match
-            it (other sizes, or ids that name other entities or relations).
+        CheckpointError: if the file is unreadable or damaged, or the graph
+            does not match it (other sizes, ids that name other entities or
+            relations, or other training triples).
+        torch_wge.training.validation.StoredError: a field of the checkpoint
+            of the wrong type or shape, or missing.
     """
     state = load_checkpoint(checkpoint)
-    config = TrainConfig.from_dict(state["config"])
+    config = validation.model_checkpoint(state, checkpoint)
     config.root = root or config.root
     config.device = device
     resolve_device(device)  # an unusable device is refused before the data is loaded
@@ -74,11 +85,13 @@ def load_trained(
     else:
         dataset, data = None, graph_transform(config)(data.clone())
     check_compatible(state, config.to_dict(), graph_sizes(data), checkpoint)
+    where = f"{config.dataset} (root {config.root})" if dataset is not None else "the graph passed as data"
     if dataset is not None:  # a graph passed from Python has no names to compare
         vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
-        check_vocabulary(state, vocabulary, checkpoint, f"{config.dataset} (root {config.root})")
+        check_vocabulary(state, vocabulary, checkpoint, where)
+    check_training_triples(state, triples_fingerprint(split_triples(data, "train")), checkpoint, where)
     model = build_model(config, data).to(resolve_device(device))
-    model.load_state_dict(state["model"])
+    validation.load_weights(model, state["model"], checkpoint)
     return model.eval(), config, dataset, data
 
 

@@ -24,6 +24,8 @@ def resolve_device(device: Optional[str]) -> torch.device:
         resolved = None
     if resolved is None or resolved.type not in ("cpu", "cuda"):
         raise ValueError(f"unknown device {device!r}; expected cpu, cuda or cuda:N")
+    if resolved.type == "cpu" and resolved.index not in (None, 0):
+        raise ValueError(f"device {device!r}: the CPU is one device; use cpu")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r}: CUDA is not available on this machine")
     if resolved.type == "cuda" and (resolved.index or 0) >= torch.cuda.device_count():
@@ -36,15 +38,18 @@ def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.devic
     gradients and Adam state (a lower bound of what training needs) exceed
     the memory of ``device``."""
     c = config.channels
-    parameters = (graph["num_entities"] + 2 * graph["num_relations"]) * c + config.num_layers * c * c // 4
-    needed = 16 * parameters  # float32 weights, gradients and two Adam moments
+    embeddings = (graph["num_entities"] + 2 * graph["num_relations"]) * c
+    layers = config.num_layers * c * c // 4
+    needed = 16 * (embeddings + layers)  # float32 weights, gradients and two Adam moments
     if device.type == "cuda":
         available = torch.cuda.get_device_properties(device).total_memory
     else:
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if needed > available:
+        # the option whose parameters are the larger part
+        cause = f"num_layers {config.num_layers} (channels {c})" if layers > embeddings else f"channels {c}"
         raise ValueError(
-            f"channels {c}: the model needs at least {needed / 2**30:.1f} GiB for its parameters, "
+            f"{cause}: the model needs at least {needed / 2**30:.1f} GiB for its parameters, "
             f"gradients and optimiser state, more than the {available / 2**30:.1f} GiB of {device}"
         )
 
@@ -54,14 +59,15 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
     return WGE(
         int(data.num_nodes),
         num_kg_relations(data),
-        channels=config.channels,
+        hidden_channels=config.channels // 4,
         num_layers=config.num_layers,
         alpha0=config.alpha0,
         dropout=config.dropout,
         views=config.views,
-        conv=config.conv,
+        quaternion=config.conv == "quaternion",
         label_smoothing=config.label_smoothing,
         objective=config.objective,
+        num_candidates=config.candidates,
         n3_weight=config.n3,
         relation_prediction_weight=config.relation_prediction,
     )

@@ -68,10 +68,16 @@ class TrainingQueries:
     def batch_indices(
         self, batch_size: int, generator: Optional[torch.Generator] = None, shuffle: bool = True
     ) -> Tuple[Tensor, ...]:
-        """The query indices of each batch of an epoch, ``batch_size`` at most:
-        all queries once, in a random order drawn from ``generator``."""
+        """The query indices of each batch of an epoch: all queries once, in
+        a random order drawn from ``generator``, in batches of ``batch_size``.
+        A last batch of a single query (which batch norm cannot normalise in
+        training) joins the batch before it, which then holds
+        ``batch_size + 1``."""
         order = torch.randperm(len(self), generator=generator) if shuffle else torch.arange(len(self))
-        return order.split(batch_size)
+        batches = order.split(batch_size)
+        if len(batches) > 1 and batches[-1].numel() == 1:
+            batches = (*batches[:-2], order[-(batch_size + 1) :])
+        return batches
 
     def batches(
         self, batch_size: int, generator: Optional[torch.Generator] = None, shuffle: bool = True
@@ -81,4 +87,6 @@ class TrainingQueries:
             yield self.batch(index)
 
     def num_batches(self, batch_size: int) -> int:
-        return -(-len(self) // batch_size)
+        """The number of batches of :meth:`batch_indices`."""
+        batches = -(-len(self) // batch_size)
+        return batches - 1 if batches > 1 and len(self) % batch_size == 1 else batches

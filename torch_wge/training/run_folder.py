@@ -1,63 +1,29 @@
 """The run folder of a training run: its lock and its append-only log."""
 
-import errno
-import fcntl
 import json
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Union
 
 from torch_wge import io
-
-LOCK_NAME = ".lock"
 
 
 class RunFolderBusy(RuntimeError):
     """Another process is training into the same run folder."""
 
 
-class RunLock:
-    """An exclusive lock on a run folder, held while a run writes there.
+class RunLock(io.FolderLock):
+    """An exclusive lock on a run folder, held while a run writes there: an
+    ``flock`` on the folder itself (see :class:`torch_wge.io.FolderLock`),
+    so no file removed from it lets a second run in, and a killed run never
+    leaves it locked."""
 
-    The lock is an ``flock`` on ``<folder>/.lock``: the operating system
-    releases it when the process ends, however it ends, so a killed run never
-    leaves the folder locked. A run that ends cleanly removes the file
-    (``release(remove=True)``, while still holding it); a process that locked
-    the file just before it was removed finds it gone and locks a new one.
-    """
-
-    def __init__(self, folder: Union[str, Path]):
-        self.path = Path(folder) / LOCK_NAME
-        self._fd = None
-
-    def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            os.close(fd)
-            if error.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise RunFolderBusy(
-                    f"{self.path.parent} is in use by another training process (it holds {self.path}); "
-                    f"wait for it to end or choose another --out"
-                ) from None
-            raise
-        try:
-            current = os.stat(self.path)
-        except FileNotFoundError:
-            current = None
-        if current is None or not os.path.samestat(os.fstat(fd), current):
-            os.close(fd)  # locked a file that a finished run removed: lock the current one
-            return self.acquire()
-        self._fd = fd
-
-    def release(self, remove: bool = False) -> None:
-        """Drops the lock; with ``remove``, first deletes ``.lock`` (a run that ended cleanly)."""
-        if self._fd is not None:
-            if remove:
-                self.path.unlink(missing_ok=True)
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
+    def acquire(self) -> bool:
+        """Takes the lock; raises :class:`RunFolderBusy` if another process holds it."""
+        if not super().acquire():
+            raise RunFolderBusy(
+                f"{self.folder} is in use by another training process; wait for it to end or choose another --out"
+            )
+        return True
 
 
 def read_log(path: Union[str, Path]) -> List[Dict[str, Any]]:

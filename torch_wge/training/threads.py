@@ -24,8 +24,9 @@ def set_threads(threads: Optional[int] = None) -> int:
     where other processes compete for the cores, more threads than free cores
     make every matmul wait for descheduled threads, many times slower than
     fewer threads. Returns the number set."""
-    if threads is not None and threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {threads}")
+    cores = os.cpu_count() or 1
+    if threads is not None and not 1 <= threads <= cores:
+        raise ValueError(f"--threads must be between 1 and the {cores} CPU(s) of this machine, got {threads}")
     chosen = threads if threads is not None else min(torch.get_num_threads(), free_cores())
     torch.set_num_threads(chosen)
     return chosen

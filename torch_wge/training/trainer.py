@@ -2,6 +2,7 @@ import errno
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -12,13 +13,16 @@ from tqdm.auto import tqdm
 from torch_wge import __version__, io
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.nn.norm import SyncedBatchNorm1d
+from torch_wge.training import validation
 from torch_wge.training.checkpoint import (
     CheckpointError,
     check_compatible,
     check_resumable,
+    check_training_triples,
     check_vocabulary,
     load_checkpoint,
     save_checkpoint,
+    triples_fingerprint,
     upgrade_optimizer_state,
 )
 from torch_wge.training.config import TrainConfig
@@ -68,9 +72,10 @@ class Trainer:
       ``last.pt``'s epoch, so every epoch appears once.
     - ``results.json``: config, best epoch, best validation and test metrics
       (overall, per side and per relation), wall time and versions.
-    - ``config.json``: the settings; ``.lock``: held while a run writes here,
-      so a second run into the same folder is refused (removed when the run
-      ends without an error).
+    - ``config.json``: the settings.
+
+    The folder is locked (an ``flock`` on the folder itself) while a run
+    writes there, so a second run into the same folder is refused.
 
     Every file is written atomically (see :mod:`torch_wge.io`): a kill at any
     instant loses at most the epoch in progress, and a resume continues from
@@ -134,9 +139,9 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
         self.generator = torch.Generator().manual_seed(config.seed)
 
-        self.queries = TrainingQueries(
-            split_triples(data, "train"), self.graph["num_entities"], self.graph["num_relations"]
-        )
+        train = split_triples(data, "train")
+        self.train_triples = triples_fingerprint(train)
+        self.queries = TrainingQueries(train, self.graph["num_entities"], self.graph["num_relations"])
         known = split_triples(data, "all")
         self.evaluators = {
             split: LinkPredictionEvaluator(
@@ -211,8 +216,11 @@ class Trainer:
                 "shuffle": self.generator.get_state(),
             },
             "world_size": self.dist.world_size,
+            "device": str(self.device),
+            "threads": torch.get_num_threads(),
             "version": __version__,
             "vocabulary": self.vocabulary,
+            "train_triples": self.train_triples,
         }
 
     def best_state(self, model: Dict[str, Any], epoch: int, valid: Dict[str, float]) -> Dict[str, Any]:
@@ -225,30 +233,64 @@ class Trainer:
             "valid": valid,
             "version": __version__,
             "vocabulary": self.vocabulary,
+            "train_triples": self.train_triples,
         }
 
     def load_state(self, path: Union[str, Path]) -> None:
         """Restores a ``last.pt`` written by this trainer (same dataset and model settings).
         With several processes, rank 0 reads the file and sends it to the others."""
-        self._restore(self.dist.on_main(lambda: self._read_state(path)))
+        self._restore(self.dist.on_main(lambda: self._read_state(path)), path)
 
     def _read_state(self, path: Union[str, Path]) -> Dict[str, Any]:
         state = load_checkpoint(path, map_location="cpu" if self.dist.enabled else self.device)
         if "optimizer" not in state:
             raise CheckpointError(f"{path} holds no training state (only a model); it cannot be resumed")
+        validation.training_checkpoint(state, path)
         check_compatible(state, self.config.to_dict(), self.graph, path)
         check_resumable(state, self.config.to_dict(), path)
-        check_vocabulary(state, self.vocabulary, path, f"{self.config.dataset} (root {self.config.root})")
+        where = f"{self.config.dataset} (root {self.config.root})"
+        check_vocabulary(state, self.vocabulary, path, where)
+        check_training_triples(state, self.train_triples, path, where)
+        self._note_rounding_changes(state, path)
         return state
 
-    def _restore(self, state: Dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(upgrade_optimizer_state(state["model"], state["optimizer"], self.model))
+    def _note_rounding_changes(self, state: Dict[str, Any], path: Union[str, Path]) -> None:
+        """Warns when the resumed run computes on another device, precision or
+        thread count than ``state`` records: allowed, but the later epochs
+        are then rounded otherwise than in an uninterrupted run."""
+        recorded = {
+            "device": state.get("device"),
+            "precision": state["config"]["precision"],
+            "threads": state.get("threads"),
+        }
+        now = {"device": str(self.device), "precision": self.config.precision, "threads": torch.get_num_threads()}
+        changes = [
+            f"--{key} {value} -> {now[key]}"
+            for key, value in recorded.items()
+            if value is not None and value != now[key]  # checkpoints of older versions record no device or threads
+        ]
+        if changes and self.dist.is_main:
+            warnings.warn(
+                f"resuming {path} with {', '.join(changes)}: the later epochs are rounded otherwise, "
+                f"so the run is not bit for bit an uninterrupted one",
+                stacklevel=4,
+            )
+
+    def _restore(self, state: Dict[str, Any], path: Union[str, Path]) -> None:
+        validation.load_weights(self.model, state["model"], path)
+        try:
+            saved = upgrade_optimizer_state(state["model"], state["optimizer"], self.model)
+        except (KeyError, TypeError) as error:
+            raise validation.StoredError(f"{path}: optimizer: does not fit the model ({error})") from None
+        validation.load_optimizer(self.optimizer, saved, path)
         self.epoch, self.best, self.wall_seconds = state["epoch"], state["best"], state["wall_seconds"]
-        torch.set_rng_state(state["rng"]["torch"].cpu())
-        if state["rng"]["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-        self.generator.set_state(state["rng"]["shuffle"].cpu())
+        try:
+            torch.set_rng_state(state["rng"]["torch"].cpu())
+            if state["rng"]["cuda"] is not None and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+            self.generator.set_state(state["rng"]["shuffle"].cpu())
+        except RuntimeError as error:
+            raise validation.StoredError(f"{path}: rng: damaged random-number state ({error})") from None
 
     def _repair_best(self, last: Dict[str, Any]) -> None:
         """Makes ``best.pt`` hold the best epoch that ``last.pt`` names: a kill
@@ -257,7 +299,7 @@ class Trainer:
         epoch, path = last["best"]["epoch"], self.out_dir / "best.pt"
         if epoch is None:
             return
-        held = load_checkpoint(path)["epoch"] if path.is_file() else None
+        held = self._read_model(path)["epoch"] if path.is_file() else None
         if held == epoch:
             return
         if last.get("best_model") is None or last["epoch"] != epoch:
@@ -303,14 +345,11 @@ class Trainer:
         """Trains for ``config.epochs`` epochs (or until early stopping), then
         evaluates the best checkpoint; returns the content of ``results.json``."""
         self._lock = None
-        finished = False
         try:
-            result = self._fit(resume)
-            finished = True
-            return result
+            return self._fit(resume)
         finally:
             if self._lock is not None:
-                self._lock.release(remove=finished)
+                self._lock.release()
 
     def _fit(self, resume: bool) -> Dict[str, Any]:
         start_time = time.perf_counter()
@@ -318,7 +357,7 @@ class Trainer:
         # an error there is raised in every process
         state = self.dist.on_main(lambda: self._open_run_folder(resume))
         if resume:
-            self._restore(state)
+            self._restore(state, self.out_dir / "last.pt")
         cfg = self.config
         show = self.progress and self.dist.is_main
         if show:
@@ -424,11 +463,19 @@ class Trainer:
             )
         return results.to_flat_dict() if improved else None
 
+    def _read_model(self, path: Path, map_location="cpu") -> Dict[str, Any]:
+        """A ``best.pt`` of this run: checked, of this run's data."""
+        state = load_checkpoint(path, map_location=map_location)
+        validation.model_checkpoint(state, path)
+        check_compatible(state, self.config.to_dict(), self.graph, path)
+        check_training_triples(state, self.train_triples, path, f"{self.config.dataset} (root {self.config.root})")
+        return state
+
     def _read_best(self, path: Path, map_location) -> Optional[Dict[str, Any]]:
         """The weights in ``best.pt``, checked to be of the best epoch (``None`` before any validation)."""
         if self.best["epoch"] is None:
             return None
-        state = load_checkpoint(path, map_location=map_location)
+        state = self._read_model(path, map_location)
         if state["epoch"] != self.best["epoch"]:
             raise CheckpointError(f"{path} holds epoch {state['epoch']}, not the best epoch {self.best['epoch']}")
         return state["model"]
@@ -438,7 +485,7 @@ class Trainer:
         map_location = "cpu" if self.dist.enabled else self.device
         best = self.dist.on_main(lambda: self._read_best(best_path, map_location))
         if best is not None:
-            self.model.load_state_dict(best)
+            validation.load_weights(self.model, best, best_path)
         valid, test = self.evaluate("valid"), self.evaluate("test")
         record = {
             "config": self.config.to_dict(),

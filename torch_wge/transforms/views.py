@@ -5,7 +5,7 @@ from typing import Any, NamedTuple, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 
 
 class GraphView(NamedTuple):
@@ -52,11 +52,48 @@ class TwoViewData(Data):
                 [3, 0, 7, 4]])
     """
 
+    @property
+    def rf_node_type(self) -> Tensor:
+        r"""The kind of each node of the relation-focused view,
+        ``[rf_num_nodes]`` (summed over the graphs of a batch): 0 for an
+        entity, 1 for a relation node. A single graph has its entities first
+        (``[0] * N + [1] * M``); a batch has them graph by graph (the
+        entities of graph 0, its relations, the entities of graph 1, ...).
+        :class:`~torch_wge.nn.TwoViewConv` takes it to pair these nodes with
+        its :obj:`x` (all entities) and :obj:`rel` (all relations) inputs.
+
+        Example:
+            >>> from torch_geometric.data import Batch
+            >>> one = TwoViewData(num_nodes=2, rf_num_nodes=3)
+            >>> two = TwoViewData(num_nodes=1, rf_num_nodes=3)
+            >>> Batch.from_data_list([one, two]).rf_node_type
+            tensor([0, 0, 1, 0, 1, 1])
+        """
+        return _view_node_type(self, RELATION_FOCUSED)
+
+    @property
+    def levi_node_type(self) -> Tensor:
+        r"""As :attr:`rf_node_type`, for the Levi graph view."""
+        return _view_node_type(self, LEVI)
+
     def __inc__(self, key: str, value: Any, *args, **kwargs) -> Any:
         for view in (RELATION_FOCUSED, LEVI):
             if key == view.edge_index:
                 return self[view.num_nodes]
         return super().__inc__(key, value, *args, **kwargs)
+
+
+def _view_node_type(data: Data, view: GraphView) -> Tensor:
+    """0 for each entity, 1 for each relation node of ``view``, graph by graph."""
+    if isinstance(data, Batch):
+        entities = data.ptr.diff()
+        view_nodes = torch.as_tensor(data[view.num_nodes]).view(-1)
+    else:
+        entities = torch.tensor([int(data.num_nodes)])
+        view_nodes = torch.tensor([int(data[view.num_nodes])])
+    counts = torch.stack([entities, view_nodes.to(entities.device) - entities], dim=1).view(-1)
+    kinds = torch.tensor([0, 1], device=counts.device).repeat(entities.numel())
+    return kinds.repeat_interleave(counts)
 
 
 def add_view(data: Data, view: GraphView, edge_index: Tensor, num_nodes: Optional[int] = None) -> TwoViewData:

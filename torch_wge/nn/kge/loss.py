@@ -10,7 +10,7 @@ the gradients of the queries and entities are accumulated from it at once, so
 backward is two scalings.
 """
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -190,3 +190,43 @@ def one_to_n_loss(
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
     return _FusedOneToNLoss.apply(queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype)
+
+
+def sample_candidates(
+    answers: Tensor, num_entities: int, num_samples: int, generator: Optional[torch.Generator] = None
+) -> Tuple[Tensor, Tensor]:
+    r"""The candidate entities of a batch for a sampled softmax: its answers
+    and :obj:`num_samples` distinct entities drawn uniformly without
+    replacement, shared by all its queries.
+
+    With the entity matrices restricted to the candidates and each answer
+    renumbered to its position among them, :func:`one_to_n_loss` with
+    :obj:`objective="softmax"` is the softmax cross-entropy of every positive
+    pair :math:`(b, t)` over the candidates :math:`\mathcal{C}` instead of all
+    :math:`N` entities,
+
+    .. math::
+        \log \sum_{c \in \mathcal{C}} e^{f_{bc}} - (1 - \epsilon) f_{bt}
+        - rac{\epsilon}{|\mathcal{C}|} \sum_{c \in \mathcal{C}} f_{bc},
+
+    which costs :math:`O(B |\mathcal{C}|)` instead of :math:`O(BN)`; with
+    :obj:`num_samples >= N` it is the exact 1-N objective.
+
+    Args:
+        answers (Tensor): ``[T]`` answer entity of each positive pair.
+        num_entities (int): Number of entities :math:`N`.
+        num_samples (int): Entities drawn besides the answers.
+        generator (torch.Generator, optional): Source of the draw.
+
+    Returns:
+        ``candidates [M]`` (ascending, distinct) and ``positions [T]``, the
+        index of each answer in :obj:`candidates`.
+
+    Example:
+        >>> candidates, positions = sample_candidates(torch.tensor([7, 2, 7]), 10, 3)
+        >>> len(candidates) >= 3 and bool((candidates[positions] == torch.tensor([7, 2, 7])).all())
+        True
+    """
+    drawn = torch.randperm(num_entities, generator=generator)[:num_samples].to(answers.device)
+    candidates, inverse = torch.unique(torch.cat([answers, drawn]), return_inverse=True)
+    return candidates, inverse[: answers.numel()]

@@ -5,7 +5,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn.kge import KGEModel
 
-from torch_wge.nn.models.wge import WGE
+from torch_wge.nn.models.wge import WGE, EncodedGraph
 
 
 class WGEKGE(KGEModel):
@@ -14,16 +14,18 @@ class WGEKGE(KGEModel):
     KGE models (:meth:`forward` on triples, :meth:`loss`, :meth:`loader`,
     :meth:`test`, :meth:`random_sample`) trains and evaluates WGE.
 
-    WGE encodes the whole graph before it scores: every call runs the
-    encoder over the graph views of :obj:`data` (made by the transforms of
-    :mod:`torch_wge.transforms`). :meth:`forward` returns the score
-    :math:`f(h, r, t) = \sum_k \alpha_k f_k(h, r, t)` of each triple;
-    relation ids :math:`r + R` are the inverses. :meth:`loss` is WGE's 1-N
-    binary cross-entropy of the batch's queries :math:`(h, r, ?)` and
-    :math:`(t, r^{-1}, ?)` against all entities (the negatives are all other
-    entities, so :meth:`random_sample` is not used). For ranking,
-    :meth:`query_score_fn` encodes once and scores queries against all
-    entities; :meth:`torch_wge.evaluation.LinkPredictionEvaluator.evaluate`
+    WGE encodes the whole graph before it scores. :meth:`forward` returns the
+    score :math:`f(h, r, t) = \sum_k \alpha_k f_k(h, r, t)` of each triple
+    (its tail only, not every entity); relation ids :math:`r + R` are the
+    inverses. :meth:`loss` is WGE's 1-N objective for the batch's queries
+    :math:`(h, r, ?)` and :math:`(t, r^{-1}, ?)` against all entities (the
+    negatives are all other entities, so :meth:`random_sample` is not used).
+    In evaluation (:meth:`eval` mode without gradients, as in PyG's
+    :meth:`~torch_geometric.nn.kge.KGEModel.test`) the encoding is computed
+    once and reused until a parameter changes (an optimizer step or a loaded
+    state dict), so :meth:`test` costs one encoder pass, not one per batch of
+    candidate tails. For ranking, :meth:`query_score_fn` scores queries
+    against all entities; :meth:`torch_wge.evaluation.LinkPredictionEvaluator.evaluate`
     uses it. The :obj:`node_emb` and :obj:`rel_emb` of
     :class:`~torch_geometric.nn.kge.KGEModel` are WGE's embeddings.
 
@@ -52,10 +54,11 @@ class WGEKGE(KGEModel):
         self.num_nodes = num_nodes
         self.num_relations = num_relations
         self.hidden_channels = hidden_channels
-        self.wge = WGE(num_nodes, num_relations, channels=4 * hidden_channels, **kwargs)
+        self.wge = WGE(num_nodes, num_relations, hidden_channels=hidden_channels, **kwargs)
         self.data = data
         self.wge.graph_inputs(data)  # fails early when a view is missing
         self._graph_inputs, self._graph_key = {}, None
+        self._encoded, self._encoded_key = None, None
 
     @property
     def node_emb(self) -> torch.nn.Embedding:
@@ -68,16 +71,22 @@ class WGEKGE(KGEModel):
     def reset_parameters(self):
         self.wge.reset_parameters()
 
-    def _encode(self):
+    def _encode(self) -> EncodedGraph:
         weight = self.wge.entity_embedding.weight
         if self._graph_key != (weight.device, weight.dtype):  # adjacencies in the embeddings' device and dtype
             self._graph_inputs = {k: v.to(weight.device) for k, v in self.wge.graph_inputs(self.data).items()}
             self._graph_key = (weight.device, weight.dtype)
-        return self.wge.encode(**self._graph_inputs)
+        if self.training or torch.is_grad_enabled():
+            self._encoded, self._encoded_key = None, None
+            return self.wge.encode(**self._graph_inputs)
+        # evaluation: one encoding while no parameter or buffer changes
+        key = (self._graph_key, tuple(t._version for t in (*self.parameters(), *self.buffers())))
+        if self._encoded_key != key:
+            self._encoded, self._encoded_key = self.wge.encode(**self._graph_inputs), key
+        return self._encoded
 
     def forward(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
-        scores = self.wge.score_all(self._encode(), head_index, rel_type)
-        return scores.gather(1, tail_index.view(-1, 1)).view(-1)
+        return self.wge.score_triples(self._encode(), head_index, rel_type, tail_index)
 
     def loss(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
         heads = torch.cat([head_index, tail_index])

@@ -1,13 +1,14 @@
+import warnings
 from dataclasses import dataclass, field
 from typing import List, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
 from torch_wge.nn.kge import QuatEDecoder
-from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss
+from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss, sample_candidates
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
 from torch_wge.utils.quaternion import (
@@ -70,8 +71,10 @@ class WGE(torch.nn.Module):
     Args:
         num_entities (int): Number of entities :math:`N`.
         num_relations (int): Number of KG relations :math:`R` (without inverses).
-        channels (int, optional): Real size of each embedding, a multiple of 4
-            (:obj:`channels / 4` quaternions). (default: :obj:`256`)
+        hidden_channels (int, optional): Number of quaternions of each
+            embedding, as :obj:`hidden_channels` of PyG's KGE models and of
+            :class:`~torch_wge.nn.kge.QuatE` (each holds
+            :obj:`4 * hidden_channels` real numbers). (default: :obj:`64`)
         num_layers (int, optional): Encoder layers :math:`K`. (default: :obj:`2`)
         alpha0 (float, optional): Weight :math:`\alpha_0` of layer 0.
             (default: :obj:`0.9`)
@@ -82,8 +85,9 @@ class WGE(torch.nn.Module):
         views (str, optional): :obj:`"two-view"` (WGE), or an ablation:
             :obj:`"entity"`, :obj:`"relation"`, :obj:`"levi"`.
             (default: :obj:`"two-view"`)
-        conv (str, optional): :obj:`"quaternion"` or :obj:`"gcn"` (ablation).
-            (default: :obj:`"quaternion"`)
+        quaternion (bool, optional): Quaternion weights in the encoder;
+            :obj:`False` for real ones (ablation 2, a GCN per view).
+            (default: :obj:`True`)
         label_smoothing (float, optional): :math:`\epsilon` of the 1-N targets
             :math:`(1 - \epsilon) y + 1/N`. (default: :obj:`0.1`)
         objective (str, optional): Training loss: :obj:`"bce"`, the 1-N
@@ -101,9 +105,25 @@ class WGE(torch.nn.Module):
             training triple's relation is predicted among all :math:`2R`
             with a softmax over the QuatE scores of every layer
             (:meth:`relation_prediction_loss`). (default: :obj:`0.0`)
+        num_candidates (int, optional): With :obj:`objective="softmax"`,
+            score each training batch against its answers and this many
+            entities drawn uniformly for the batch (a sampled softmax, see
+            :func:`~torch_wge.nn.kge.loss.sample_candidates`) instead of all
+            entities; evaluation always ranks all entities.
+            (default: :obj:`None`, all entities)
+        channels (int, optional): Deprecated: the real size of each
+            embedding, :obj:`4 * hidden_channels`.
+        conv (str, optional): Deprecated: :obj:`"gcn"` is
+            :obj:`quaternion=False`.
+
+    The encoder keeps each view's normalised adjacency for the graph it was
+    computed from (:class:`~torch_wge.nn.QuaternionGCNConv`'s
+    :obj:`cached`): training on one graph normalises it once, and a call on
+    another graph (or the same graph moved to another device or dtype) is
+    normalised anew.
 
     Example:
-        >>> model = WGE(num_entities=5, num_relations=2, channels=8, num_layers=1)
+        >>> model = WGE(num_entities=5, num_relations=2, hidden_channels=2, num_layers=1)
         >>> model = model.eval()  # batch norm on one query needs the running statistics
         >>> ef = torch.tensor([[0, 1], [1, 0]]); rf = torch.tensor([[0, 5], [5, 0]])
         >>> encoded = model.encode(ef, rf)
@@ -115,21 +135,46 @@ class WGE(torch.nn.Module):
         self,
         num_entities: int,
         num_relations: int,
-        channels: int = 256,
+        *,
+        hidden_channels: int = 64,
         num_layers: int = 2,
         alpha0: float = 0.9,
         dropout: float = 0.5,
         batch_norm: bool = True,
         views: str = "two-view",
-        conv: str = "quaternion",
+        quaternion: bool = True,
         label_smoothing: float = 0.1,
         objective: str = "bce",
         n3_weight: float = 0.0,
         relation_prediction_weight: float = 0.0,
+        num_candidates: Optional[int] = None,
+        channels: Optional[int] = None,
+        conv: Optional[str] = None,
     ):
         super().__init__()
         name = self.__class__.__name__
-        check_quaternion_size(channels, f"'{name}' channels")
+        if channels is not None:
+            warnings.warn(
+                f"'{name}(channels=...)' is deprecated: pass hidden_channels={channels // 4} "
+                f"(quaternions, as PyG's KGE models count them)",
+                DeprecationWarning,
+            )
+            hidden_channels = check_quaternion_size(channels, f"'{name}' channels")
+        if conv is not None:
+            warnings.warn(
+                f"'{name}(conv=...)' is deprecated: use quaternion={conv == 'quaternion'}", DeprecationWarning
+            )
+            if conv not in ("quaternion", "gcn"):
+                raise ValueError(f"'{name}' conv must be 'quaternion' or 'gcn', got {conv!r}")
+            quaternion = conv == "quaternion"
+        if num_candidates is not None and (objective != "softmax" or num_candidates < 1):
+            raise ValueError(
+                f"'{name}' num_candidates needs objective='softmax' and a positive count, "
+                f"got {num_candidates} with objective={objective!r}"
+            )
+        if not (isinstance(hidden_channels, int) and hidden_channels > 0):
+            raise ValueError(f"'{name}' hidden_channels must be a positive int, got {hidden_channels!r}")
+        channels = 4 * hidden_channels
         if views not in VIEWS:
             raise ValueError(f"'{name}' views must be one of {sorted(VIEWS)}, got {views!r}")
         if num_layers < 0:
@@ -148,6 +193,7 @@ class WGE(torch.nn.Module):
                 raise ValueError(f"'{name}' {weight_name} must be >= 0, got {weight}")
         self.num_entities = num_entities
         self.num_relations = num_relations
+        self.hidden_channels = hidden_channels
         self.channels = channels
         self.num_layers = num_layers
         self.alpha0 = alpha0
@@ -156,6 +202,7 @@ class WGE(torch.nn.Module):
         self.objective = objective
         self.n3_weight = n3_weight
         self.relation_prediction_weight = relation_prediction_weight
+        self.num_candidates = num_candidates
 
         self.entity_embedding = torch.nn.Embedding(num_entities, channels)
         self.relation_embedding = torch.nn.Embedding(2 * num_relations, channels)
@@ -164,10 +211,10 @@ class WGE(torch.nn.Module):
             TwoViewEncoder(
                 channels,
                 num_layers,
-                "ef_edge_index" in inputs,
-                "rf_edge_index" in inputs,
-                conv,
-                batch_norm,
+                entity_view="ef_edge_index" in inputs,
+                relation_view="rf_edge_index" in inputs,
+                quaternion=quaternion,
+                norm="batch_norm" if batch_norm else None,
                 cached=True,
             )
             if num_layers > 0
@@ -199,7 +246,17 @@ class WGE(torch.nn.Module):
         With :obj:`sparse=True` each view becomes a ``torch.sparse_csr``
         adjacency ``adj_t`` (row: target, column: source), so that message
         passing is one sparse-dense matmul instead of a gather and a scatter
-        over the edges."""
+        over the edges.
+
+        A :class:`~torch_geometric.data.Batch` of several graphs is refused:
+        WGE embeds the entities and relations of one knowledge graph (use
+        :class:`~torch_wge.nn.TwoViewEncoder` with :obj:`rf_node_type` to
+        encode a batch of graphs)."""
+        if isinstance(data, Batch) and data.num_graphs > 1:
+            raise ValueError(
+                f"'{self.__class__.__name__}' embeds one knowledge graph, got a batch of {data.num_graphs} graphs; "
+                f"encode a batch of graphs with TwoViewEncoder(..., rf_node_type=batch.rf_node_type)"
+            )
         if self.encoder is None:
             return {}
         views = VIEWS[self.views]
@@ -247,6 +304,13 @@ class WGE(torch.nn.Module):
         queries = queries.transpose(0, 1).reshape(heads.numel(), -1)  # [B, (K + 1) C]
         return queries @ encoded.candidates().t()
 
+    def score_triples(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor, tails: Tensor) -> Tensor:
+        r"""Logits :math:`f(h_b, r_b, t_b) = \sum_k \alpha_k f_k(h_b, r_b, t_b)` of given triples, ``[B]``:
+        each layer's query dotted with its tail row only, not scored against every entity."""
+        queries = self.queries(encoded, heads, relations)  # [K + 1, B, C]
+        tails = torch.stack([x.index_select(0, tails) for x in encoded.entities])  # [K + 1, B, C]
+        return ((queries * tails).sum(dim=-1) * self.layer_weights.view(-1, 1)).sum(dim=0)
+
     def loss(
         self,
         encoded: EncodedGraph,
@@ -264,7 +328,8 @@ class WGE(torch.nn.Module):
 
         computed by :func:`~torch_wge.nn.kge.loss.one_to_n_loss` from the
         queries and the sparse positives, without holding the logits or the
-        targets), plus the N3 term when :obj:`n3_weight > 0` and the
+        targets; in training mode with :obj:`num_candidates`, against the
+        batch's sampled candidates only), plus the N3 term when :obj:`n3_weight > 0` and the
         relation-prediction term when :obj:`relation_prediction_weight > 0`.
 
         Args:
@@ -274,10 +339,14 @@ class WGE(torch.nn.Module):
                 :func:`~torch_wge.nn.kge.loss.one_to_n_loss`.
                 (default: :obj:`None`, the parameters' dtype)
         """
+        entities, scored = torch.stack(encoded.entities), positives
+        if self.num_candidates is not None and self.training:
+            candidates, positions = sample_candidates(positives[1], self.num_entities, self.num_candidates)
+            entities, scored = entities.index_select(1, candidates), torch.stack([positives[0], positions])
         loss = one_to_n_loss(
             self.queries(encoded, heads, relations),
-            torch.stack(encoded.entities),
-            positives,
+            entities,
+            scored,
             self.layer_weights,
             self.objective,
             self.label_smoothing,
@@ -349,6 +418,6 @@ class WGE(torch.nn.Module):
     def __repr__(self) -> str:
         return (
             f"{self.__class__.__name__}({self.num_entities}, {self.num_relations}, "
-            f"channels={self.channels}, num_layers={self.num_layers}, alpha0={self.alpha0}, "
+            f"hidden_channels={self.hidden_channels}, num_layers={self.num_layers}, alpha0={self.alpha0}, "
             f"views={self.views!r})"
         )

@@ -1,0 +1,228 @@
+"""Checks of what a run stored before it is used: the settings of a run
+folder's ``config.json`` or of a checkpoint, and a checkpoint's contents.
+
+``--resume``, ``evaluate`` and ``predict`` read these files back; a file
+edited by hand or damaged must give one line naming the file and the field
+(exit code 2 on the command line), not a traceback from deep inside the
+trainer. Every check here raises :class:`StoredError` (a
+:class:`ValueError`) with such a line.
+"""
+
+import dataclasses
+import math
+import typing
+from pathlib import Path
+from typing import Any, Dict, Mapping, Tuple, Union
+
+import torch
+
+from torch_wge.training.config import TrainConfig
+
+PathLike = Union[str, Path]
+
+#: The graph sizes every checkpoint records (see :func:`torch_wge.training.data.graph_sizes`).
+GRAPH_KEYS = ("num_entities", "num_relations", "num_train", "num_valid", "num_test")
+
+
+class StoredError(ValueError):
+    """A stored setting or checkpoint field of the wrong type, shape or value, or missing."""
+
+
+def _kinds() -> Dict[str, Tuple[type, bool]]:
+    # field name -> (its type, whether None is allowed)
+    hints = typing.get_type_hints(TrainConfig)
+    kinds = {}
+    for field in dataclasses.fields(TrainConfig):
+        args = [arg for arg in typing.get_args(hints[field.name]) if arg is not type(None)]
+        kinds[field.name] = (args[0] if args else hints[field.name], bool(args))
+    return kinds
+
+
+def _is(value: Any, kind: type) -> bool:
+    """Whether ``value`` (as read from JSON or a checkpoint) is of ``kind``:
+    ``bool`` is no number, an integer is a float but a float no integer."""
+    if kind is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
+    """The :class:`TrainConfig` of stored ``values`` (a ``config.json``, or
+    the ``config`` of a checkpoint, then ``where="config: "``).
+
+    Every field present must have its type (``"channels": "abc"``, ``8.0``
+    or ``true`` is refused for the integer ``channels``; an integer is
+    accepted where a float is expected); fields absent take their defaults,
+    unknown ones are ignored; then :meth:`TrainConfig.validate` checks the
+    values.
+
+    Raises:
+        StoredError: naming ``path`` and the field.
+    """
+    if not isinstance(values, Mapping):
+        raise StoredError(f"{path}: {where}expected a JSON object of settings, found {type(values).__name__}")
+    for name, (kind, optional) in _kinds().items():
+        if name not in values or (optional and values[name] is None):
+            continue
+        if not _is(values[name], kind):
+            raise StoredError(f"{path}: {where}setting {name!r} must be {_name(kind)}, found {_short(values[name])}")
+    try:
+        config = TrainConfig.from_dict(dict(values))
+        config.validate()
+    except ValueError as error:
+        raise StoredError(f"{path}: {where}{error}") from None
+    return config
+
+
+def _name(kind: type) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(kind, kind.__name__)
+
+
+def _field(state: Mapping, key: str, kind: type, path: PathLike, what: str) -> Any:
+    # state[key], checked to be of `kind`
+    if key not in state:
+        raise StoredError(f"{path}: no {key!r} (damaged, or not a torch_wge checkpoint)")
+    value = state[key]
+    if not _is(value, kind):
+        raise StoredError(f"{path}: {key!r} must be {what}, found {type(value).__name__} {_short(value)}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def model_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
+    """Checks the fields every checkpoint holds (``best.pt`` and ``last.pt``):
+    ``config`` (see :func:`settings`), ``graph`` (the integer sizes
+    :data:`GRAPH_KEYS`), ``epoch`` (an integer >= 0) and ``model`` (a dict
+    of tensors); returns the checkpoint's settings. The weights' names and
+    shapes are checked where they are loaded into a model
+    (:func:`load_weights`).
+
+    Raises:
+        StoredError: naming ``path`` and the field.
+    """
+    config = settings(_field(state, "config", dict, path, "a dict of settings"), path, "config: ")
+    graph = _field(state, "graph", dict, path, "a dict of graph sizes")
+    for key in GRAPH_KEYS:
+        if not (_is(graph.get(key), int) and graph[key] >= 0):
+            raise StoredError(f"{path}: graph: {key!r} must be an integer >= 0, found {_short(graph.get(key))}")
+    epoch = _field(state, "epoch", int, path, "an integer")
+    if epoch < 0:
+        raise StoredError(f"{path}: 'epoch' must be >= 0, found {epoch}")
+    weights = _field(state, "model", dict, path, "a dict of tensors")
+    for name, value in weights.items():
+        if not isinstance(value, torch.Tensor):
+            raise StoredError(f"{path}: model: {name!r} must be a tensor, found {type(value).__name__}")
+    return config
+
+
+def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
+    """Checks a ``last.pt`` for a resume: the fields of
+    :func:`model_checkpoint` and ``optimizer`` (a dict with ``state`` and
+    ``param_groups``), ``rng`` (``torch`` and ``shuffle`` states, byte
+    tensors, and ``cuda``, a list of them or :obj:`None`), ``best``
+    (``epoch``, ``mrr``, ``evaluations_since``), ``best_model`` (if
+    present) and ``wall_seconds``.
+
+    Raises:
+        StoredError: naming ``path`` and the field.
+    """
+    config = model_checkpoint(state, path)
+    optimizer = _field(state, "optimizer", dict, path, "a dict (an optimiser's state)")
+    if not (isinstance(optimizer.get("state"), dict) and isinstance(optimizer.get("param_groups"), list)):
+        raise StoredError(f"{path}: optimizer: expected 'state' (a dict) and 'param_groups' (a list)")
+    rng = _field(state, "rng", dict, path, "a dict of random-number states")
+    for key in ("torch", "shuffle"):
+        value = rng.get(key)
+        if not (isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.dim() == 1):
+            raise StoredError(f"{path}: rng: {key!r} must be a byte tensor, found {_short(value)}")
+    cuda = rng.get("cuda")
+    if cuda is not None and not (isinstance(cuda, list) and all(isinstance(t, torch.Tensor) for t in cuda)):
+        raise StoredError(f"{path}: rng: 'cuda' must be a list of byte tensors or None, found {_short(cuda)}")
+    best_model = state.get("best_model")
+    if best_model is not None and not (
+        isinstance(best_model, dict) and all(isinstance(value, torch.Tensor) for value in best_model.values())
+    ):
+        raise StoredError(f"{path}: 'best_model' must be a dict of tensors or None")
+    best = _field(state, "best", dict, path, "a dict (the best epoch so far)")
+    checks = {
+        "epoch": best.get("epoch") is None or (_is(best.get("epoch"), int) and 0 <= best["epoch"] <= state["epoch"]),
+        "mrr": _is(best.get("mrr"), float),
+        "evaluations_since": _is(best.get("evaluations_since"), int) and best["evaluations_since"] >= 0,
+    }
+    for key, ok in checks.items():
+        if not ok:
+            raise StoredError(
+                f"{path}: best: {key!r} is missing or of the wrong type or value: {_short(best.get(key))}"
+            )
+    seconds = _field(state, "wall_seconds", float, path, "a number")
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise StoredError(f"{path}: 'wall_seconds' must be finite and >= 0, found {seconds}")
+    return config
+
+
+def load_weights(module: torch.nn.Module, weights: Dict[str, torch.Tensor], path: PathLike) -> None:
+    """``module.load_state_dict(weights)``; missing or unexpected names and
+    other shapes are one line naming ``path``.
+
+    Raises:
+        StoredError: when the weights do not fit ``module``.
+    """
+    try:
+        module.load_state_dict(weights)
+    except RuntimeError as error:
+        # torch lists each problem on a line of its own after a heading line
+        details = [line.strip() for line in str(error).splitlines()[1:] if line.strip()]
+        raise StoredError(
+            f"{path}: model: the weights do not fit the model of its settings ({'; '.join(details)[:300]})"
+        ) from None
+
+
+def _same_kind(value: Any, reference: Any) -> bool:
+    # `value` of the kind of `reference`: a number for a number, a pair of numbers for a pair, ...
+    if isinstance(reference, (tuple, list)):
+        return isinstance(value, (tuple, list)) and len(value) == len(reference)
+    if reference is None or isinstance(reference, (bool, str)):
+        return type(value) is type(reference) or value is None
+    if isinstance(reference, (int, float)):
+        return _is(value, float)
+    return isinstance(value, type(reference))
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, saved: Dict[str, Any], path: PathLike) -> None:
+    """``optimizer.load_state_dict(saved)``, checked: every setting of a
+    saved parameter group of the kind of the optimiser's own (a number for
+    ``lr``, a pair for ``betas``, ...) and every per-parameter state tensor
+    (``exp_avg``, ...) of its parameter's shape.
+
+    Raises:
+        StoredError: naming ``path`` and what does not fit.
+    """
+    groups = saved.get("param_groups")
+    if not isinstance(groups, list) or len(groups) != len(optimizer.param_groups):
+        raise StoredError(f"{path}: optimizer: expected {len(optimizer.param_groups)} parameter group(s)")
+    for group, own in zip(groups, optimizer.param_groups):
+        if not isinstance(group, dict):
+            raise StoredError(f"{path}: optimizer: a parameter group must be a dict, found {_short(group)}")
+        for key, value in own.items():
+            if key != "params" and not _same_kind(group.get(key), value):
+                raise StoredError(f"{path}: optimizer: {key!r} must be like {value!r}, found {_short(group.get(key))}")
+    try:
+        optimizer.load_state_dict(saved)
+    except (ValueError, KeyError, TypeError, RuntimeError) as error:
+        raise StoredError(f"{path}: optimizer: does not fit the model ({error})") from None
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            for key, value in optimizer.state.get(parameter, {}).items():
+                if key != "step" and (not isinstance(value, torch.Tensor) or value.shape != parameter.shape):
+                    raise StoredError(
+                        f"{path}: optimizer: {key!r} of shape {_short(getattr(value, 'shape', value))} "
+                        f"for a parameter of shape {tuple(parameter.shape)}"
+                    )
