@@ -81,7 +81,7 @@ def test_the_test_run_shows_no_torchscript_notice():
     """torch 2.13 deprecates TorchScript; importing PyG and torch.compile's first call
     script at import time. tests/conftest.py imports them with that notice hidden: a
     compile test and a jit.script test run clean with deprecation notices as errors."""
-    tests = ["tests/nn/test_quaternion_gcn_conv.py::test_torch_compile_matches_eager"]
+    tests = ["tests/nn/test_quaternion_gcn_conv.py::test_torch_compile_fullgraph_matches_eager"]
     tests += ["tests/nn/test_script_and_compile.py::test_script_quate_decoder_matches_eager"]
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error::DeprecationWarning"]
     done = subprocess.run(command + tests, cwd=REPOSITORY, capture_output=True, text=True, timeout=300)
