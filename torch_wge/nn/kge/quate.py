@@ -6,7 +6,7 @@ from torch import Tensor
 from torch_geometric.nn.kge import KGEModel
 from tqdm import tqdm
 
-from torch_wge.nn.kge.quate_decoder import QuatEDecoder
+from torch_wge.nn.kge.quate_score import quate_score
 from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_conjugate
 
 
@@ -63,7 +63,6 @@ class QuatE(KGEModel):
             raise ValueError(f"'{self.__class__.__name__}' hidden_channels must be positive, got {hidden_channels}")
         super().__init__(num_nodes, num_relations, 4 * hidden_channels, sparse)
         self.hidden_channels = hidden_channels
-        self.decoder = QuatEDecoder(4 * hidden_channels, dropout=0.0, batch_norm=False)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -83,13 +82,10 @@ class QuatE(KGEModel):
         return F.embedding(rel_type, normalize_quaternion(self.rel_emb.weight))
 
     def forward(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
-        if head_index.shape == tail_index.shape:
-            # one gather of heads and tails: backward builds one [N, 4C] gradient instead of two
-            head, tail = self.node_emb(torch.stack([head_index, tail_index])).unbind(0)
-        else:  # broadcasting index shapes
-            head, tail = self.node_emb(head_index), self.node_emb(tail_index)
-        query = self.decoder.query(head, self.unit_relations(rel_type), normalized=True)
-        return (query * tail).sum(dim=-1)
+        head_index, rel_type, tail_index = torch.broadcast_tensors(head_index, rel_type, tail_index)
+        # heads and tails in one lookup: its backward builds one [N, 4C] gradient, not two
+        nodes = self.node_emb(torch.cat([head_index.reshape(-1), tail_index.reshape(-1)]))
+        return quate_score(nodes, self.unit_relations(rel_type.reshape(-1))).view(head_index.shape)
 
     def loss(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
         # the positives and the negatives of random_sample, scored in one forward call
