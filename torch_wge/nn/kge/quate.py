@@ -33,7 +33,12 @@ class QuatE(KGEModel):
     (:class:`~torch_wge.nn.QuatEDecoder` without batch norm or dropout).
     :meth:`loss` is the logistic loss of the paper on the given triples and
     as many negatives from :meth:`random_sample`, as in PyG's
-    :class:`~torch_geometric.nn.kge.ComplEx`.
+    :class:`~torch_geometric.nn.kge.ComplEx`. For speed in PyG's loop,
+    :meth:`forward` gathers heads and tails in one lookup and scores them
+    with one autograd function (:func:`~torch_wge.nn.kge.quate_score.quate_score`),
+    :meth:`loss` scores positives and negatives in one call, and
+    :meth:`test` gives PyG's ranks from one matrix product per chunk of
+    queries instead of :math:`N` calls of :meth:`forward` per triple.
 
     Args:
         num_nodes (int): The number of nodes/entities in the graph.
