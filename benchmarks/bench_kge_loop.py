@@ -221,7 +221,9 @@ def main() -> None:
     record = {
         "command": "python benchmarks/bench_kge_loop.py " + " ".join(sys.argv[1:]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git": git_state(),
+        # the checkout whose torch_wge was measured (PYTHONPATH may point to another one than the script's)
+        "git": git_state(Path(torch_wge.__file__).resolve().parents[1]),
+        "script_git": git_state(),
         "machine": {
             "cpu": cpu_model(),
             "cpus": os.cpu_count(),
