@@ -40,12 +40,12 @@ class QuatE(KGEModel):
     :meth:`test` gives PyG's ranks from one matrix product per chunk of
     queries instead of :math:`N` calls of :meth:`forward` per triple.
 
-    With Adam, QuatE wants a smaller learning rate than ComplEx: its unit
-    relations scale an entity's gradient by 1 where ComplEx's
+    With Adam, QuatE needs a smaller learning rate than ComplEx tolerates:
+    its unit relations scale an entity's gradient by 1 where ComplEx's
     xavier-initialised relations scale it by about 0.1 (FB15k-237, 50
     channels), so at first one step moves QuatE's scores about ten times
-    further (in PyG's loop on FB15k-237, 0.005 suits QuatE where ComplEx
-    takes 0.01).
+    further (in PyG's loop on FB15k-237 QuatE did best at 0.005 and lost
+    much more than ComplEx at 0.01).
 
     Args:
         num_nodes (int): The number of nodes/entities in the graph.
