@@ -33,6 +33,7 @@ def test_quate_score_is_hand_computed():
     torch.manual_seed(0)
     model = QuatE(num_nodes=4, num_relations=2, hidden_channels=3).double()
     assert isinstance(model, KGEModel) and model.node_emb.weight.shape == (4, 12)
+    assert list(model.state_dict()) == ["node_emb.weight", "rel_emb.weight"]  # the names of saved checkpoints
     head, rel, tail = torch.tensor([0, 3]), torch.tensor([1, 0]), torch.tensor([2, 1])
     scores = model(head, rel, tail)
     for b in range(2):
