@@ -3,6 +3,7 @@ filtered evaluator on PyG kge models."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 import torch_geometric.transforms as T
 from torch_geometric.nn.kge import ComplEx, DistMult, KGEModel, RotatE, TransE
 
@@ -10,8 +11,10 @@ from torch_wge.data import kg_triples
 from torch_wge.evaluation import LinkPredictionEvaluator
 from torch_wge.nn import WGE
 from torch_wge.nn.kge import WGEKGE, QuatE
+from torch_wge.nn.kge.quate_score import quate_score
 from torch_wge.testing import random_kg
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+from torch_wge.utils.quaternion import hamilton_product
 
 
 def hamilton(q, p):
@@ -30,6 +33,7 @@ def test_quate_score_is_hand_computed():
     torch.manual_seed(0)
     model = QuatE(num_nodes=4, num_relations=2, hidden_channels=3).double()
     assert isinstance(model, KGEModel) and model.node_emb.weight.shape == (4, 12)
+    assert list(model.state_dict()) == ["node_emb.weight", "rel_emb.weight"]  # the names of saved checkpoints
     head, rel, tail = torch.tensor([0, 3]), torch.tensor([1, 0]), torch.tensor([2, 1])
     scores = model(head, rel, tail)
     for b in range(2):
@@ -42,6 +46,119 @@ def test_quate_score_is_hand_computed():
             r = e_r[:, k] / e_r[:, k].norm()
             expected += sum(x * y for x, y in zip(hamilton(e_h[:, k].tolist(), r.tolist()), e_t[:, k].tolist()))
         assert scores[b].item() == pytest.approx(expected, abs=1e-12)
+
+
+def reference_scores(h, r, t):
+    """QuatE scores of rows ``h, r, t [B, 4n]`` (r not normalised), one quaternion at a time."""
+    n = h.size(1) // 4
+    scores = []
+    for b in range(h.size(0)):
+        total = 0.0
+        for k in range(n):
+            q = hamilton(h[b, k::n].tolist(), r[b, k::n].tolist())
+            total += sum(x * y for x, y in zip(q, t[b, k::n].tolist()))
+        scores.append(total)
+    return torch.tensor(scores, dtype=torch.float64)
+
+
+def test_quate_score_and_its_gradients_match_a_dense_float64_reference():
+    torch.manual_seed(0)
+    h, r, t = (torch.randn(5, 12, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    scores = quate_score(torch.cat([h, t]), r)
+    assert torch.allclose(scores, reference_scores(h, r, t), atol=1e-12)
+    # gradients: against autograd through the sixteen real products, and against finite differences
+    weights = torch.randn(5, dtype=torch.float64)
+    expected = torch.autograd.grad((weights * (hamilton_product(h, r) * t).sum(-1)).sum(), (h, r, t))
+    got = torch.autograd.grad((weights * quate_score(torch.cat([h, t]), r)).sum(), (h, r, t))
+    for g, e in zip(got, expected):
+        assert torch.allclose(g, e, atol=1e-12)
+    assert torch.autograd.gradcheck(quate_score, (torch.cat([h, t]).detach().requires_grad_(), r))
+    with pytest.raises(ValueError, match=r"nodes of shape \[2B, C\]"):
+        quate_score(h, r)
+
+
+def test_quate_forward_is_the_score_of_the_unit_relations_for_any_index_shape():
+    torch.manual_seed(0)
+    model = QuatE(num_nodes=6, num_relations=5, hidden_channels=3).double()
+    x, w = model.node_emb.weight, model.rel_emb.weight
+    unit = (w.view(5, 4, 3) / w.view(5, 4, 3).norm(dim=1, keepdim=True)).flatten(1)
+    # fewer relation ids than relations (rows normalised after the lookup) and more (the table first)
+    for head, rel, tail in [
+        (torch.tensor([0, 5]), torch.tensor([4, 1]), torch.tensor([2, 2])),
+        (torch.arange(6), torch.tensor([0, 1, 2, 3, 4, 4]), torch.tensor([5, 4, 3, 2, 1, 0])),
+    ]:
+        assert torch.allclose(model(head, rel, tail), reference_scores(x[head], unit[rel], x[tail]), atol=1e-12)
+    # broadcasting ids: [3, 1] heads and relations against [1, 4] tails
+    head, rel, tail = torch.tensor([[0], [3], [5]]), torch.tensor([[1], [0], [4]]), torch.tensor([[1, 2, 3, 4]])
+    scores = model(head, rel, tail)
+    assert scores.shape == (3, 4)
+    for i in range(3):
+        for j in range(4):
+            expected = reference_scores(x[head[i]], unit[rel[i]], x[tail[0, j]].view(1, -1))
+            assert scores[i, j].item() == pytest.approx(expected.item(), abs=1e-12)
+
+
+def test_quate_loss_is_bce_of_the_positives_and_the_sampled_negatives():
+    torch.manual_seed(0)
+    model = QuatE(num_nodes=9, num_relations=3, hidden_channels=2).double()
+    head, rel, tail = torch.tensor([0, 1, 2, 3]), torch.tensor([0, 1, 2, 0]), torch.tensor([4, 5, 6, 7])
+    torch.manual_seed(1)
+    neg_head, neg_rel, neg_tail = model.random_sample(head, rel, tail)
+    x, w = model.node_emb.weight, model.rel_emb.weight
+    unit = (w.view(3, 4, 2) / w.view(3, 4, 2).norm(dim=1, keepdim=True)).flatten(1)
+    pos = (hamilton_product(x[head], unit[rel]) * x[tail]).sum(-1)
+    neg = (hamilton_product(x[neg_head], unit[neg_rel]) * x[neg_tail]).sum(-1)
+    expected = -(F.logsigmoid(pos).sum() + F.logsigmoid(-neg).sum()) / 8
+    expected_grads = torch.autograd.grad(expected, (x, w))
+    torch.manual_seed(1)
+    loss = model.loss(head, rel, tail)
+    assert loss.item() == pytest.approx(expected.item(), abs=1e-12)
+    for g, e in zip(torch.autograd.grad(loss, (x, w)), expected_grads):
+        assert torch.allclose(g, e, atol=1e-12)
+
+
+def test_quate_sparse_gradients_equal_the_dense_ones():
+    torch.manual_seed(0)
+    dense = QuatE(num_nodes=7, num_relations=3, hidden_channels=2).double()
+    sparse = QuatE(num_nodes=7, num_relations=3, hidden_channels=2, sparse=True).double()
+    sparse.load_state_dict(dense.state_dict())
+    head, rel, tail = torch.tensor([0, 1, 2, 3, 4]), torch.tensor([0, 1, 2, 0, 1]), torch.tensor([6, 5, 4, 3, 2])
+    for model in (dense, sparse):
+        model(head, rel, tail).square().sum().backward()
+    for name in ("node_emb", "rel_emb"):
+        grad = getattr(sparse, name).weight.grad
+        assert grad.is_sparse
+        assert torch.allclose(grad.to_dense(), getattr(dense, name).weight.grad, atol=1e-12)
+    torch.optim.SparseAdam(list(sparse.parameters())).step()  # what sparse=True is for
+
+
+def pyg_test(model, head, rel, tail, k):
+    """PyG's KGEModel.test: N forward calls of one query each, ranks from a sort."""
+    return KGEModel.test(model, head, rel, tail, batch_size=7, k=k, log=False)
+
+
+@pytest.mark.parametrize("batch_size", [1, 60])  # one query per chunk, and several
+def test_quate_test_gives_pygs_results(batch_size):
+    torch.manual_seed(0)
+    model = QuatE(num_nodes=15, num_relations=3, hidden_channels=2).double().eval()
+    head, rel, tail = torch.randint(15, (20,)), torch.randint(3, (20,)), torch.randint(15, (20,))
+    assert model.test(head, rel, tail, batch_size=batch_size, k=3, log=False) == pyg_test(model, head, rel, tail, k=3)
+
+
+def test_quate_test_ranks_ties_in_id_order():
+    torch.manual_seed(0)
+    model = QuatE(num_nodes=6, num_relations=1, hidden_channels=1).double().eval()
+    with torch.no_grad():
+        model.node_emb.weight[4] = model.node_emb.weight[2]  # entities 2 and 4 always tie
+    head, rel, tail = torch.tensor([0, 0]), torch.tensor([0, 0]), torch.tensor([2, 4])
+    scores = model(torch.zeros(6, dtype=torch.long), torch.zeros(6, dtype=torch.long), torch.arange(6))
+    order = scores.argsort(descending=True, stable=True).tolist()  # a stable sort keeps 2 ahead of 4
+    mean_rank, mrr, _ = model.test(head, rel, tail, batch_size=1, k=1, log=False)
+    ranks = [order.index(2), order.index(4)]
+    assert ranks[1] == ranks[0] + 1
+    assert mean_rank == pytest.approx(sum(ranks) / 2) and mrr == pytest.approx(
+        (1 / (ranks[0] + 1) + 1 / (ranks[1] + 1)) / 2
+    )
 
 
 def pyg_training_loop(model, data, epochs):
