@@ -38,6 +38,16 @@ def current_layer_key(key: str) -> str:
     return f"{prefix}{view}_bias" if name == "bias" else f"{prefix}{view}_lin.weight"
 
 
+def quaternion_from_conv(name: str, conv: str) -> bool:
+    """The :obj:`quaternion` setting that the deprecated :obj:`conv` name
+    (:obj:`"quaternion"` or :obj:`"gcn"`) of ``name`` stands for, with its
+    deprecation warning."""
+    warnings.warn(f"'{name}(conv=...)' is deprecated: use quaternion={conv == 'quaternion'}", DeprecationWarning)
+    if conv not in ("quaternion", "gcn"):
+        raise ValueError(f"'{name}' conv must be 'quaternion' or 'gcn', got {conv!r}")
+    return conv == "quaternion"
+
+
 def _view_norm(norm: Union[str, Callable, torch.nn.Module, None], channels: int, kwargs: Dict[str, Any]):
     if norm is None:
         return None
@@ -172,12 +182,7 @@ class TwoViewConv(MessagePassing):
         super().__init__(**kwargs)
         name = self.__class__.__name__
         if conv is not None:
-            warnings.warn(
-                f"'{name}(conv=...)' is deprecated: use quaternion=True or quaternion=False", DeprecationWarning
-            )
-            if conv not in ("quaternion", "gcn"):
-                raise ValueError(f"'{name}' conv must be 'quaternion' or 'gcn', got {conv!r}")
-            quaternion = conv == "quaternion"
+            quaternion = quaternion_from_conv(name, conv)
         if batch_norm is not None:
             warnings.warn(
                 f"'{name}(batch_norm=...)' is deprecated: use norm='batch_norm' or norm=None", DeprecationWarning

@@ -7,6 +7,7 @@ from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
+from torch_wge.nn.conv.two_view_conv import quaternion_from_conv
 from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss, sample_candidates
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
@@ -161,12 +162,7 @@ class WGE(torch.nn.Module):
             )
             hidden_channels = check_quaternion_size(channels, f"'{name}' channels")
         if conv is not None:
-            warnings.warn(
-                f"'{name}(conv=...)' is deprecated: use quaternion={conv == 'quaternion'}", DeprecationWarning
-            )
-            if conv not in ("quaternion", "gcn"):
-                raise ValueError(f"'{name}' conv must be 'quaternion' or 'gcn', got {conv!r}")
-            quaternion = conv == "quaternion"
+            quaternion = quaternion_from_conv(name, conv)
         if num_candidates is not None and (objective != "softmax" or num_candidates < 1):
             raise ValueError(
                 f"'{name}' num_candidates needs objective='softmax' and a positive count, "
