@@ -207,7 +207,7 @@ def sample_candidates(
 
     .. math::
         \log \sum_{c \in \mathcal{C}} e^{f_{bc}} - (1 - \epsilon) f_{bt}
-        - rac{\epsilon}{|\mathcal{C}|} \sum_{c \in \mathcal{C}} f_{bc},
+        - \frac{\epsilon}{|\mathcal{C}|} \sum_{c \in \mathcal{C}} f_{bc},
 
     which costs :math:`O(B |\mathcal{C}|)` instead of :math:`O(BN)`; with
     :obj:`num_samples >= N` it is the exact 1-N objective.
