@@ -297,3 +297,15 @@ def test_wgekge_encodes_once_per_evaluation(kg):
         full = model.wge.score_all(model.wge.encode(**model.wge.graph_inputs(kg)), head, rel)
     rank = (full > full[torch.arange(4), tail].view(-1, 1)).sum(dim=1).double()
     assert second[1] == pytest.approx((1 / (rank + 1)).mean().item(), abs=1e-6) and second != first
+
+
+def test_wgekge_test_gives_pygs_results(kg):
+    from torch_geometric.nn.kge import KGEModel
+
+    torch.manual_seed(0)
+    model = WGEKGE(25, 3, hidden_channels=2, data=kg, num_layers=1).eval()
+    head, rel, tail = kg_triples(kg, "test").t()
+    for batch_size in (7, 1000):  # PyG's forward calls per triple: 4, or 1; our query chunks: 2, or all
+        ours = model.test(head, rel, tail, batch_size=batch_size, log=False)
+        pyg = KGEModel.test(model, head, rel, tail, batch_size=batch_size, log=False)  # forward per candidate batch
+        assert ours[0] == pytest.approx(pyg[0]) and ours[1] == pytest.approx(pyg[1]) and ours[2] == pyg[2]

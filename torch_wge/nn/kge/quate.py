@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.kge import KGEModel
-from tqdm import tqdm
 
+from torch_wge.nn.kge.pyg_test import raw_tail_ranking
 from torch_wge.nn.kge.quate_score import quate_score
 from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_conjugate
 
@@ -132,23 +132,17 @@ class QuatE(KGEModel):
         triples per :meth:`forward` call: the queries of a chunk hold at most
         as many scores as those triples hold embedding numbers,
         ``batch_size * 4 * hidden_channels``, and at least one query."""
-        num_queries = max(1, batch_size * 4 * self.hidden_channels // self.num_nodes)
-        score_fn = self.query_score_fn()
-        candidates = torch.arange(self.num_nodes, device=head_index.device)
-        starts = range(0, head_index.numel(), num_queries)
-        ranks = []
-        for start in tqdm(starts) if log else starts:
-            chunk = slice(start, start + num_queries)
-            scores = score_fn(head_index[chunk], rel_type[chunk])
-            tail = tail_index[chunk].view(-1, 1)
-            target = scores.gather(1, tail)
-            ahead = (scores > target) | ((scores == target) & (candidates < tail))
-            ranks.append(ahead.sum(dim=1))
-        rank = torch.cat(ranks)
-        # averaged in float32 from float64 reciprocals, as PyG does
-        mean_rank = float(rank.float().mean())
-        mrr = float((rank + 1).double().reciprocal().float().mean())
-        return mean_rank, mrr, int((rank < k).sum()) / rank.numel()
+        return raw_tail_ranking(
+            self.query_score_fn(),
+            self.num_nodes,
+            4 * self.hidden_channels,
+            head_index,
+            rel_type,
+            tail_index,
+            batch_size,
+            k,
+            log,
+        )
 
     def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
         r"""``score_fn(entities [B], relations [B]) -> [B, N]``: every entity

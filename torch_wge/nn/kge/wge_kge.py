@@ -1,10 +1,11 @@
-from typing import Callable
+from typing import Callable, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn.kge import KGEModel
 
+from torch_wge.nn.kge.pyg_test import raw_tail_ranking
 from torch_wge.nn.models.wge import WGE, EncodedGraph
 
 
@@ -23,8 +24,8 @@ class WGEKGE(KGEModel):
     In evaluation (:meth:`eval` mode without gradients, as in PyG's
     :meth:`~torch_geometric.nn.kge.KGEModel.test`) the encoding is computed
     once and reused until a parameter changes (an optimizer step or a loaded
-    state dict), so :meth:`test` costs one encoder pass, not one per batch of
-    candidate tails. For ranking, :meth:`query_score_fn` scores queries
+    state dict); :meth:`test` encodes once and scores chunks of queries
+    against all entities, as the evaluator does. For ranking, :meth:`query_score_fn` scores queries
     against all entities; :meth:`torch_wge.evaluation.LinkPredictionEvaluator.evaluate`
     uses it. The :obj:`node_emb` and :obj:`rel_emb` of
     :class:`~torch_geometric.nn.kge.KGEModel` are WGE's embeddings.
@@ -93,6 +94,33 @@ class WGEKGE(KGEModel):
         relations = torch.cat([rel_type, rel_type + self.num_relations])
         positives = torch.stack([torch.arange(heads.numel(), device=heads.device), torch.cat([tail_index, head_index])])
         return self.wge.loss(self._encode(), heads, relations, positives)
+
+    @torch.no_grad()
+    def test(
+        self,
+        head_index: Tensor,
+        rel_type: Tensor,
+        tail_index: Tensor,
+        batch_size: int,
+        k: int = 10,
+        log: bool = True,
+    ) -> Tuple[float, float, float]:
+        r"""PyG's :meth:`~torch_geometric.nn.kge.KGEModel.test` with its
+        arguments and results (raw mean rank from 0, MRR, Hits@:obj:`k` of
+        the tails), from one encoding and 1-N scores of chunks of queries
+        (:func:`~torch_wge.nn.kge.pyg_test.raw_tail_ranking`) instead of
+        :math:`N` / :obj:`batch_size` calls of :meth:`forward` per triple."""
+        return raw_tail_ranking(
+            self.query_score_fn(),
+            self.num_nodes,
+            4 * self.hidden_channels,
+            head_index,
+            rel_type,
+            tail_index,
+            batch_size,
+            k,
+            log,
+        )
 
     def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
         r"""Encodes the graph once and returns ``score_fn(entities [B],

@@ -1,0 +1,50 @@
+r"""PyG's :meth:`~torch_geometric.nn.kge.KGEModel.test` for models that
+score a query against every entity at once."""
+
+from typing import Callable, Tuple
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+
+def raw_tail_ranking(
+    score_fn: Callable[[Tensor, Tensor], Tensor],
+    num_nodes: int,
+    channels: int,
+    head_index: Tensor,
+    rel_type: Tensor,
+    tail_index: Tensor,
+    batch_size: int,
+    k: int = 10,
+    log: bool = True,
+) -> Tuple[float, float, float]:
+    r"""The results of PyG's :meth:`~torch_geometric.nn.kge.KGEModel.test`:
+    the mean rank (counted from 0), MRR and Hits@:obj:`k` of each true tail
+    among all :math:`N` entities (raw, unfiltered), from
+    ``score_fn(heads [B], relations [B]) -> [B, N]`` instead of :math:`N`
+    calls of ``forward`` per triple. A rank is the number of candidates ahead
+    of the tail in a stable descending order (scored higher, or tied and of a
+    smaller id) instead of a sort.
+
+    :obj:`batch_size` bounds memory as in PyG, where it is the number of
+    triples per ``forward`` call: a chunk of queries holds at most as many
+    scores as those triples hold embedding numbers (``batch_size *
+    channels``), and at least one query.
+    """
+    num_queries = max(1, batch_size * channels // num_nodes)
+    candidates = torch.arange(num_nodes, device=head_index.device)
+    starts = range(0, head_index.numel(), num_queries)
+    ranks = []
+    for start in tqdm(starts) if log else starts:
+        chunk = slice(start, start + num_queries)
+        scores = score_fn(head_index[chunk], rel_type[chunk])
+        tail = tail_index[chunk].view(-1, 1)
+        target = scores.gather(1, tail)
+        ahead = (scores > target) | ((scores == target) & (candidates < tail))
+        ranks.append(ahead.sum(dim=1))
+    rank = torch.cat(ranks)
+    # averaged in float32 from float64 reciprocals, as PyG does
+    mean_rank = float(rank.float().mean())
+    mrr = float((rank + 1).double().reciprocal().float().mean())
+    return mean_rank, mrr, int((rank < k).sum()) / rank.numel()
