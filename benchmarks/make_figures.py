@@ -33,7 +33,8 @@ def label_of(run: Path) -> str:
     model = "QuatE" if config["num_layers"] == 0 else f"WGE ({config['views']}, {config['conv']})"
     recipe = config.get("recipe", "paper")  # runs from before recipes existed used the paper's
     objective = config.get("objective", "bce")
-    return f"{config['dataset']} {model}, {recipe} recipe, {objective}, lr {config['lr']:g}"
+    ema = f", EMA {config['ema_decay']:g}" if config.get("ema_decay") else ""
+    return f"{config['dataset']} {model}, {recipe} recipe, {objective}, lr {config['lr']:g}{ema}"
 
 
 def curves(runs, out, log_x=False):
