@@ -68,7 +68,8 @@ def describe_run(config: Dict[str, Any]) -> str:
     views = config.get("views", "two-view")
     if model == "WGE" and (views != "two-view" or config.get("conv", "quaternion") != "quaternion"):
         model = f"WGE ({views}, {config.get('conv', 'quaternion')})"
-    return f"{config.get('dataset', '?')}, {model}, {config.get('recipe', 'paper')} recipe"
+    average = f", weight average {config['ema_decay']:g}" if config.get("ema_decay") else ""
+    return f"{config.get('dataset', '?')}, {model}, {config.get('recipe', 'paper')} recipe{average}"
 
 
 def read_run(folder: PathLike, label: Optional[str] = None) -> Run:

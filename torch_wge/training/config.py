@@ -29,6 +29,7 @@ _PAPER = dict(
     n3=0.0,
     relation_prediction=0.0,
     eval_every=10,
+    ema_decay=0.0,
 )
 
 #: Training recipes: the optimisation settings a recipe fills in where a
@@ -71,6 +72,13 @@ class TrainConfig:
     :obj:`warmup_epochs` followed by a cosine decay to zero at :obj:`epochs`.
     :obj:`time_limit` (minutes) ends training after the epoch during which the
     run's training and validation time passed it.
+
+    With :obj:`ema_decay` :math:`d > 0`, validation, the best checkpoint and
+    test use an exponential moving average of the weights over the optimiser
+    steps, :math:`\bar\theta_t = d\,\bar\theta_{t-1} + (1 - d)\,\theta_t`
+    (see :class:`~torch_wge.training.ema.WeightAverage`); the trained weights
+    are validated beside it and logged. :obj:`0` (both recipes): the trained
+    weights themselves.
     """
 
     dataset: str = "codex-s"
@@ -89,6 +97,7 @@ class TrainConfig:
     n3: Optional[float] = None
     relation_prediction: Optional[float] = None
     eval_every: Optional[int] = None
+    ema_decay: Optional[float] = None
     channels: int = 256
     num_layers: int = 2
     alpha0: float = 0.9
@@ -141,6 +150,7 @@ class TrainConfig:
                 f"relation prediction weight must be >= 0 and finite, got {self.relation_prediction}",
             ),
             (0.0 <= self.grad_clip < math.inf, f"grad_clip must be finite and >= 0 (0: off), got {self.grad_clip}"),
+            (0.0 <= self.ema_decay < 1.0, f"ema_decay must be in [0, 1) (0: off), got {self.ema_decay}"),
             (self.eval_every > 0, f"eval_every must be positive, got {self.eval_every}"),
             (
                 self.candidates is None or (self.candidates > 0 and self.objective == "softmax"),

@@ -28,6 +28,7 @@ from torch_wge.training.checkpoint import (
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
 from torch_wge.training.distributed import BatchLoss, DistributedContext, dropout_seed, wrap_data_parallel
+from torch_wge.training.ema import WeightAverage
 from torch_wge.training.inference import evaluate_model
 from torch_wge.training.model import build_model, check_memory
 from torch_wge.training.precision import PRECISIONS, float32_matmul_precision
@@ -57,7 +58,11 @@ class Trainer:
     weighted BCE loss with gradient-norm clipping. Every ``eval_every`` epochs
     (and after the last) the validation split is ranked; the best model so far
     goes to ``best.pt``. After training the best model is evaluated on the
-    validation and test splits.
+    validation and test splits. With ``ema_decay > 0`` the model that is
+    validated, kept as the best and tested is the moving average of the
+    weights (:class:`~torch_wge.training.ema.WeightAverage`, updated after
+    every step); the trained weights are validated too and their metrics
+    logged under ``"trained_weights"``.
 
     Files in ``out_dir``:
 
@@ -130,6 +135,8 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.model = build_model(config, data).to(self.device)
         self.graph_inputs = {k: v.to(self.device) for k, v in self.model.graph_inputs(data).items()}
+        # made before the batch norms are synchronised: the average is only evaluated
+        self.ema = WeightAverage(self.model, config.ema_decay) if config.ema_decay > 0 else None
         if self.dist.enabled:
             # the decoders' batch norms see only this process's part of a batch
             SyncedBatchNorm1d.convert(self.model.decoders, self.dist.new_group())
@@ -182,18 +189,27 @@ class Trainer:
                 if self.config.grad_clip > 0:
                     torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip, foreach=True)
                 self.optimizer.step()
+                if self.ema is not None:
+                    self.ema.update(self.model)
                 total += loss.item()
                 batches += 1
         # the global batch's loss is the mean of the processes' scaled losses
         total = self.dist.sum(total) / world
         return total / max(batches, 1)
 
-    def evaluate(self, split: str = "valid") -> LinkPredictionResults:
-        """Filtered ranking of ``split`` (valid or test), both directions, encoder run once
+    @property
+    def evaluated_model(self) -> torch.nn.Module:
+        """The model that is validated, kept as the best and tested: the
+        weights' moving average with ``ema_decay > 0``, else the model trained."""
+        return self.model if self.ema is None else self.ema.model
+
+    def evaluate(self, split: str = "valid", trained: bool = False) -> LinkPredictionResults:
+        """Filtered ranking of ``split`` (valid or test) by :attr:`evaluated_model`
+        (``trained``: by the trained weights), both directions, encoder run once
         (sharded over the processes of a distributed run; every process gets the results)."""
         with float32_matmul_precision(self.config.precision):
             return evaluate_model(
-                self.model,
+                self.model if trained else self.evaluated_model,
                 self.graph_inputs,
                 self.evaluators[split],
                 self.config.eval_batch_size,
@@ -210,6 +226,7 @@ class Trainer:
             "best": self.best,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "ema": None if self.ema is None else self.ema.state_dict(),
             "rng": {
                 "torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
@@ -283,6 +300,10 @@ class Trainer:
         except (KeyError, TypeError) as error:
             raise validation.StoredError(f"{path}: optimizer: does not fit the model ({error})") from None
         validation.load_optimizer(self.optimizer, saved, path)
+        if self.ema is not None:
+            if "ema" not in state:
+                raise validation.StoredError(f"{path}: ema: missing, while the run averages its weights")
+            self.ema.load_state_dict(state["ema"])
         self.epoch, self.best, self.wall_seconds = state["epoch"], state["best"], state["wall_seconds"]
         try:
             torch.set_rng_state(state["rng"]["torch"].cpu())
@@ -427,17 +448,19 @@ class Trainer:
         (``new_best``: its validation metrics). Until ``best.pt`` is written,
         ``last.pt`` carries the new best weights (see :meth:`_repair_best`)."""
         state = self.state()
+        evaluated = state["model"] if self.ema is None else state["ema"]
         if new_best is not None:
-            state.update(best_model=state["model"], best_valid=new_best)
+            state.update(best_model=evaluated, best_valid=new_best)
         save_checkpoint(state, self.out_dir / "last.pt")
         if new_best is not None:
-            save_checkpoint(self.best_state(state["model"], self.epoch, new_best), self.out_dir / "best.pt")
+            save_checkpoint(self.best_state(evaluated, self.epoch, new_best), self.out_dir / "best.pt")
 
     def _validate(self, bar) -> Optional[Dict[str, float]]:
         """Ranks the validation split and updates the best so far; returns
         the flat metrics when this epoch is the new best, else ``None``."""
         tic = time.perf_counter()
         results = self.evaluate("valid")
+        trained = None if self.ema is None else self.evaluate("valid", trained=True)
         seconds = time.perf_counter() - tic
         self.wall_seconds += seconds
         mrr = results["both.mrr"]
@@ -454,11 +477,13 @@ class Trainer:
                 "seconds": seconds,
                 "wall_seconds": self.wall_seconds,
                 **results.to_flat_dict(),
+                **({} if trained is None else {"trained_weights": trained.to_flat_dict()}),
             }
         )
         if self.dist.is_main:
             bar.write(
                 f"epoch {self.epoch:5d} | valid {results.summary_line()} | {seconds:.2f}s"
+                + ("" if trained is None else f" | trained weights MRR {trained['both.mrr']:.4f}")
                 + (" | best" if improved else "")
             )
         return results.to_flat_dict() if improved else None
@@ -485,7 +510,7 @@ class Trainer:
         map_location = "cpu" if self.dist.enabled else self.device
         best = self.dist.on_main(lambda: self._read_best(best_path, map_location))
         if best is not None:
-            validation.load_weights(self.model, best, best_path)
+            validation.load_weights(self.evaluated_model, best, best_path)
         valid, test = self.evaluate("valid"), self.evaluate("test")
         record = {
             "config": self.config.to_dict(),
