@@ -12,7 +12,7 @@ given explicitly overrides it:
     python examples/link_pred_codex.py --epochs 50 --save runs/example.pt
 
 The raw files are downloaded to ``--root`` (default ``data``) unless already
-there (README "Offline" says where to place them by hand). For runs with
+there (README "Without network access" says where to place them by hand). For runs with
 checkpoints, ``--resume``, a time limit or several processes use
 ``torch-wge train``, the full trainer; it trains the same model the same way.
 """

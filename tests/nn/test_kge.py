@@ -309,3 +309,16 @@ def test_wgekge_test_gives_pygs_results(kg):
         ours = model.test(head, rel, tail, batch_size=batch_size, log=False)
         pyg = KGEModel.test(model, head, rel, tail, batch_size=batch_size, log=False)  # forward per candidate batch
         assert ours[0] == pytest.approx(pyg[0]) and ours[1] == pytest.approx(pyg[1]) and ours[2] == pyg[2]
+
+
+def test_wgekge_given_another_graph_encodes_that_graph(kg):
+    other = T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(random_kg(25, 3, 150, seed=9))
+    torch.manual_seed(0)
+    model = WGEKGE(25, 3, hidden_channels=2, data=kg, num_layers=1, alpha0=0.0).eval()  # scores from the encoder
+    head, rel, tail = torch.tensor([0, 4, 9]), torch.tensor([0, 1, 2]), torch.tensor([3, 3, 1])
+    with torch.no_grad():
+        on_kg = model(head, rel, tail)
+        model.data = other
+        on_other = model(head, rel, tail)
+        expected = model.wge.score_triples(model.wge.encode(**model.wge.graph_inputs(other)), head, rel, tail)
+    assert torch.allclose(on_other, expected, atol=1e-6) and not torch.allclose(on_other, on_kg, atol=1e-4)

@@ -48,3 +48,37 @@ def raw_tail_ranking(
     mean_rank = float(rank.float().mean())
     mrr = float((rank + 1).double().reciprocal().float().mean())
     return mean_rank, mrr, int((rank < k).sum()) / rank.numel()
+
+
+class OneToNTest:
+    r"""Gives a :class:`~torch_geometric.nn.kge.KGEModel` whose embeddings
+    hold :obj:`hidden_channels` quaternions and which has
+    ``query_score_fn() -> score_fn(heads [B], relations [B]) -> [B, N]`` the
+    :meth:`test` of PyG with its arguments and results, computed by
+    :func:`raw_tail_ranking` from one ``query_score_fn()`` (one encoding of
+    the graph for :class:`~torch_wge.nn.kge.WGEKGE`) instead of :math:`N` /
+    :obj:`batch_size` calls of ``forward`` per triple."""
+
+    @torch.no_grad()
+    def test(
+        self,
+        head_index: Tensor,
+        rel_type: Tensor,
+        tail_index: Tensor,
+        batch_size: int,
+        k: int = 10,
+        log: bool = True,
+    ) -> Tuple[float, float, float]:
+        """PyG's :meth:`~torch_geometric.nn.kge.KGEModel.test`: raw mean rank (from 0), MRR and Hits@:obj:`k`
+        of the tails, from 1-N scores (:func:`raw_tail_ranking`)."""
+        return raw_tail_ranking(
+            self.query_score_fn(),
+            self.num_nodes,
+            4 * self.hidden_channels,
+            head_index,
+            rel_type,
+            tail_index,
+            batch_size,
+            k,
+            log,
+        )

@@ -1,16 +1,16 @@
-from typing import Callable, Tuple
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.kge import KGEModel
 
-from torch_wge.nn.kge.pyg_test import raw_tail_ranking
+from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.nn.kge.quate_score import quate_score
 from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_conjugate
 
 
-class QuatE(KGEModel):
+class QuatE(OneToNTest, KGEModel):
     r"""The QuatE model from the `"Quaternion Knowledge Graph Embeddings"
     <https://arxiv.org/abs/1904.10281>`_ paper, as a
     :class:`torch_geometric.nn.kge.KGEModel`: a drop-in replacement of PyG's
@@ -107,42 +107,6 @@ class QuatE(KGEModel):
         target = torch.zeros_like(scores)
         target[: head_index.numel()] = 1.0
         return F.binary_cross_entropy_with_logits(scores, target)
-
-    @torch.no_grad()
-    def test(
-        self,
-        head_index: Tensor,
-        rel_type: Tensor,
-        tail_index: Tensor,
-        batch_size: int,
-        k: int = 10,
-        log: bool = True,
-    ) -> Tuple[float, float, float]:
-        r"""PyG's :meth:`~torch_geometric.nn.kge.KGEModel.test`: the mean
-        rank (counted from 0), MRR and Hits@:obj:`k` of each true tail among
-        all :math:`N` entities (raw, unfiltered), with the same arguments and
-        results. The candidates of a query are scored with one product of
-        its query vector :math:`\mathbf{e}_h \otimes \mathbf{e}_r^{\triangleleft}`
-        and the entity matrix (:meth:`query_score_fn`) rather than with
-        :math:`N` calls of :meth:`forward`, and a rank is the number of
-        candidates ahead of the tail in a stable descending order (scored
-        higher, or tied and of a smaller id) instead of a sort.
-
-        :obj:`batch_size` bounds memory as in PyG, where it is the number of
-        triples per :meth:`forward` call: the queries of a chunk hold at most
-        as many scores as those triples hold embedding numbers,
-        ``batch_size * 4 * hidden_channels``, and at least one query."""
-        return raw_tail_ranking(
-            self.query_score_fn(),
-            self.num_nodes,
-            4 * self.hidden_channels,
-            head_index,
-            rel_type,
-            tail_index,
-            batch_size,
-            k,
-            log,
-        )
 
     def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
         r"""``score_fn(entities [B], relations [B]) -> [B, N]``: every entity

@@ -1,15 +1,15 @@
-from typing import Callable, Tuple
+from typing import Callable
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn.kge import KGEModel
 
-from torch_wge.nn.kge.pyg_test import raw_tail_ranking
+from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.nn.models.wge import WGE, EncodedGraph
 
 
-class WGEKGE(KGEModel):
+class WGEKGE(OneToNTest, KGEModel):
     r"""WGE (:class:`~torch_wge.nn.WGE`) behind the interface of
     :class:`torch_geometric.nn.kge.KGEModel`, so that code written for PyG's
     KGE models (:meth:`forward` on triples, :meth:`loss`, :meth:`loader`,
@@ -58,7 +58,7 @@ class WGEKGE(KGEModel):
         self.wge = WGE(num_nodes, num_relations, hidden_channels=hidden_channels, **kwargs)
         self.data = data
         self.wge.graph_inputs(data)  # fails early when a view is missing
-        self._graph_inputs, self._graph_key = {}, None
+        self._graph_inputs, self._graph_key, self._graph_data = {}, None, None
         self._encoded, self._encoded_key = None, None
 
     @property
@@ -74,9 +74,10 @@ class WGEKGE(KGEModel):
 
     def _encode(self) -> EncodedGraph:
         weight = self.wge.entity_embedding.weight
-        if self._graph_key != (weight.device, weight.dtype):  # adjacencies in the embeddings' device and dtype
+        key = (id(self.data), weight.device, weight.dtype)  # this data, on the embeddings' device and dtype
+        if self._graph_key != key or self._graph_data is not self.data:
             self._graph_inputs = {k: v.to(weight.device) for k, v in self.wge.graph_inputs(self.data).items()}
-            self._graph_key = (weight.device, weight.dtype)
+            self._graph_key, self._graph_data = key, self.data
         if self.training or torch.is_grad_enabled():
             self._encoded, self._encoded_key = None, None
             return self.wge.encode(**self._graph_inputs)
@@ -94,33 +95,6 @@ class WGEKGE(KGEModel):
         relations = torch.cat([rel_type, rel_type + self.num_relations])
         positives = torch.stack([torch.arange(heads.numel(), device=heads.device), torch.cat([tail_index, head_index])])
         return self.wge.loss(self._encode(), heads, relations, positives)
-
-    @torch.no_grad()
-    def test(
-        self,
-        head_index: Tensor,
-        rel_type: Tensor,
-        tail_index: Tensor,
-        batch_size: int,
-        k: int = 10,
-        log: bool = True,
-    ) -> Tuple[float, float, float]:
-        r"""PyG's :meth:`~torch_geometric.nn.kge.KGEModel.test` with its
-        arguments and results (raw mean rank from 0, MRR, Hits@:obj:`k` of
-        the tails), from one encoding and 1-N scores of chunks of queries
-        (:func:`~torch_wge.nn.kge.pyg_test.raw_tail_ranking`) instead of
-        :math:`N` / :obj:`batch_size` calls of :meth:`forward` per triple."""
-        return raw_tail_ranking(
-            self.query_score_fn(),
-            self.num_nodes,
-            4 * self.hidden_channels,
-            head_index,
-            rel_type,
-            tail_index,
-            batch_size,
-            k,
-            log,
-        )
 
     def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
         r"""Encodes the graph once and returns ``score_fn(entities [B],
