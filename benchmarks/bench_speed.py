@@ -146,6 +146,8 @@ def load(args):
         eval_batch_size=args.eval_batch_size,
         # named only when not the default, so that a baseline from before the option still runs
         **({"precision": args.precision} if args.precision != "float32" else {}),
+        **({"objective": args.objective} if args.objective else {}),
+        **({"candidates": args.candidates} if args.candidates else {}),
     )
     tic = time.perf_counter()
     _, data = load_data(config)
@@ -604,7 +606,10 @@ def run_worker(
         str(0 if kind in ("quate", "pykeen") else args.layers),
         "--tmp",
         args.tmp,
-    ] + (extra or [])
+    ]
+    cmd += ["--objective", args.objective] if args.objective else []
+    cmd += ["--candidates", str(args.candidates)] if args.candidates else []
+    cmd += extra or []
     label = f"{kind}@baseline" if pythonpath else kind
     print(f"[{label}] running ...", file=sys.stderr, flush=True)
     tic = time.perf_counter()
@@ -712,6 +717,10 @@ def main() -> None:
         "--precision", default="float32", help="TrainConfig.precision of torch_wge: float32, tf32 or bf16"
     )
     parser.add_argument("--layers", type=int, default=2, help="WGE encoder layers K (default: 2)")
+    parser.add_argument("--objective", help="TrainConfig.objective of torch_wge: bce or softmax (default: bce)")
+    parser.add_argument(
+        "--candidates", type=int, help="TrainConfig.candidates: sampled entities per batch (softmax only)"
+    )
     parser.add_argument("--skip-pykeen", action="store_true")
     parser.add_argument("--skip-naive", action="store_true")
     parser.add_argument("--only", nargs="+", choices=CONFIGS, help="run only these configurations")

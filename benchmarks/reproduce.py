@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from torch_wge.cli import add_config_arguments, read_saved_config
 from torch_wge.training import TrainConfig, Trainer, load_data
 from torch_wge.training.checkpoint import load_checkpoint
 
@@ -69,18 +70,11 @@ def main():
         metavar="RECORD",
         help="print a markdown table of these records (or run folders) and exit",
     )
-    parser.add_argument("--recipe", default="paper", help="training recipe of TrainConfig (default: paper)")
-    parser.add_argument("--objective", default=None, help="training loss (default: the recipe's)")
-    parser.add_argument("--epochs", type=int, default=None, help="default: the recipe's (paper: 3000)")
-    parser.add_argument("--lr", type=float, default=None, help="default: the recipe's (paper: 5e-4, 1e-4 on CoDEx-L)")
-    parser.add_argument("--eval-every", type=int, default=None, help="default: the recipe's (10)")
-    parser.add_argument("--time-limit", type=float, default=None, help="minutes of training and validation")
-    parser.add_argument("--root", default="data")
+    # every TrainConfig setting, as `torch-wge train` takes it (given ones override the row's)
+    add_config_arguments(parser)
     parser.add_argument("--out", default="runs/reproduce")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--patience", type=int, default=None, help="stop after this many validations without gain")
     parser.add_argument(
         "--finish",
         action="store_true",
@@ -103,20 +97,14 @@ def main():
         parser.error(f"unknown row {args.row!r}; see --list")
     if args.threads:
         torch.set_num_threads(args.threads)
-    settings = {"dataset": "codex-s", **ROWS[args.row]}
-    config = TrainConfig(
-        root=args.root,
-        recipe=args.recipe,
-        objective=args.objective,
-        epochs=args.epochs,
-        lr=args.lr,
-        eval_every=args.eval_every,
-        seed=args.seed,
-        patience=args.patience,
-        time_limit=args.time_limit,
-        **settings,
-    )
     out = Path(args.out) / args.row
+    # a run continued or closed keeps its own settings, as with `torch-wge train --resume`
+    base = read_saved_config(out / "config.json") if args.resume or args.finish else {}
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name in args}
+    if given.get("dataset", ROWS[args.row].get("dataset", "codex-s")) != ROWS[args.row].get("dataset", "codex-s"):
+        parser.error(f"--dataset {given['dataset']} is not the dataset of row {args.row}")
+    config = TrainConfig.from_dict({"dataset": "codex-s", "root": "data", **ROWS[args.row], **base, **given})
+    config.validate()
     if args.finish:  # train no further: the run ends at the epoch of its last checkpoint
         config = dataclasses.replace(config, epochs=load_checkpoint(out / "last.pt", map_location="cpu")["epoch"])
     out.mkdir(parents=True, exist_ok=True)
