@@ -108,6 +108,7 @@ def test_candidates_setting_builds_a_sampled_softmax_model(data):
     config.validate()
     assert build_model(config, data).num_candidates == 7
     assert build_model(TrainConfig(), data).num_candidates is None
-    for bad in (TrainConfig(objective="bce", candidates=7), TrainConfig(objective="softmax", candidates=0)):
+    assert build_model(TrainConfig(objective="softmax", candidates=0), data).num_candidates is None
+    for bad in (TrainConfig(objective="bce", candidates=7), TrainConfig(objective="softmax", candidates=-1)):
         with pytest.raises(ValueError, match="candidates needs --objective softmax"):
             bad.validate()

@@ -23,6 +23,7 @@ _PAPER = dict(
     schedule="constant",
     warmup_epochs=0,
     objective="bce",
+    candidates=0,
     label_smoothing=0.1,
     dropout=0.5,
     grad_clip=0.5,
@@ -153,8 +154,8 @@ class TrainConfig:
             (0.0 <= self.ema_decay < 1.0, f"ema_decay must be in [0, 1) (0: off), got {self.ema_decay}"),
             (self.eval_every > 0, f"eval_every must be positive, got {self.eval_every}"),
             (
-                self.candidates is None or (self.candidates > 0 and self.objective == "softmax"),
-                f"candidates needs --objective softmax and a positive count, got {self.candidates} "
+                self.candidates == 0 or (self.candidates > 0 and self.objective == "softmax"),
+                f"candidates needs --objective softmax and a count >= 0 (0: all entities), got {self.candidates} "
                 f"with objective {self.objective}",
             ),
             (self.patience is None or self.patience > 0, f"patience must be positive, got {self.patience}"),

@@ -67,7 +67,7 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
         quaternion=config.conv == "quaternion",
         label_smoothing=config.label_smoothing,
         objective=config.objective,
-        num_candidates=config.candidates,
+        num_candidates=config.candidates or None,  # 0: all entities
         n3_weight=config.n3,
         relation_prediction_weight=config.relation_prediction,
     )
