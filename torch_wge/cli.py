@@ -31,7 +31,7 @@ CONFIG_HELP = {
     "schedule": "learning-rate schedule: constant, or cosine (linear warm-up, then cosine decay to 0 at the last epoch)",
     "warmup_epochs": "epochs of linear warm-up of the cosine schedule",
     "objective": "training loss: bce (1-N binary cross-entropy, the paper's) or softmax (1-vs-all cross-entropy)",
-    "candidates": "with --objective softmax: score each training query against its answers and this many entities drawn once for its batch (a sampled softmax, for large graphs) instead of all entities, 0 for all; evaluation ranks all",
+    "candidates": "with --objective softmax: score each batch against its answers and this many entities drawn for it (a sampled softmax, for large graphs) instead of all entities, 0 for all; evaluation ranks all",
     "label_smoothing": "label smoothing epsilon of the 1-N targets",
     "dropout": "dropout on each decoder's query",
     "grad_clip": "gradient-norm clipping threshold (0: off)",
