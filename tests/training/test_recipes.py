@@ -39,6 +39,17 @@ def test_paper_recipe_is_the_papers_setting():
     assert TrainConfig(recipe="paper", dataset="codex-l").lr == 1e-4  # the research code's CoDEx-L rate
 
 
+def test_large_recipe_is_the_fast_recipe_shortened_with_a_sampled_softmax(data):
+    from torch_wge.training import build_model
+
+    large, fast = TrainConfig(recipe="large"), TrainConfig(recipe="fast")
+    assert (large.epochs, large.warmup_epochs, large.eval_every, large.candidates) == (40, 1, 2, 2000)
+    differing = {name for name in RECIPES["paper"] if getattr(large, name) != getattr(fast, name)}
+    assert differing == {"epochs", "warmup_epochs", "eval_every", "candidates"}
+    assert build_model(large, data).num_candidates == 2000
+    assert build_model(TrainConfig(recipe="large", candidates=0), data).num_candidates is None  # exact 1-N
+
+
 def test_explicit_values_override_the_recipe():
     config = TrainConfig(recipe="fast", lr=1e-3, epochs=40)
     assert (config.lr, config.epochs) == (1e-3, 40)
