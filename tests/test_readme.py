@@ -95,3 +95,26 @@ def test_readme_python_snippets_run(workspace, monkeypatch, capsys, one_torch_th
     assert "torch.Size([45, 8]) torch.Size([12, 8])" in out  # a batch of three graphs through TwoViewEncoder
     # ComplEx on the ring: each test triple's inverse is a training triple; a random order gives about 0.13
     assert float(re.search(r"filtered test MRR ([0-9.]+)", out).group(1)) > 0.5
+
+
+def readme_train_commands():
+    """The options of every ``python -m torch_wge train`` line of the README's shell blocks."""
+    shell = "".join(re.findall(r"```bash\n(.*?)```", README.read_text(), re.S))
+    lines = [line.split("#")[0].split() for line in shell.splitlines()]
+    return [
+        line[line.index("train") + 1 :]
+        for line in lines
+        if line[:3] == ["python", "-m", "torch_wge"] and "train" in line
+    ]
+
+
+def test_readme_train_commands_are_valid_settings():
+    # training runs of minutes to hours: each is parsed as the CLI parses it and its settings
+    # checked, so that a renamed option or a bad value in the README fails here
+    commands = readme_train_commands()
+    assert len(commands) >= 5 and any("large" in command for command in commands)
+    for argv in commands:
+        args = cli.build_parser().parse_args(["train", *argv])
+        config = cli.config_from_args(args)  # validated: raises on a bad value
+        if "--recipe" in argv:
+            assert config.recipe == argv[argv.index("--recipe") + 1]
