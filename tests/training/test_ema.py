@@ -8,7 +8,6 @@ import torch_geometric.transforms as T
 
 from torch_wge.testing import random_kg
 from torch_wge.training import RECIPES, TrainConfig, Trainer, load_checkpoint
-from torch_wge.training import trainer as trainer_module
 from torch_wge.training.ema import WeightAverage
 from torch_wge.training.inference import evaluate_model
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
@@ -96,23 +95,11 @@ def test_trainer_validates_keeps_and_tests_the_average(data, tmp_path):
     assert logged != pytest.approx({key: evals[-1][key] for key in logged}, abs=1e-12)  # not the average's
 
 
-def test_kill_and_resume_with_the_average_is_bit_exact(data, tmp_path, monkeypatch):
+def test_kill_and_resume_with_the_average_is_bit_exact(data, tmp_path, kill_after_epoch):
     Trainer(config(ema_decay=0.8), data, tmp_path / "full", progress=False).fit()
     reference = load_checkpoint(tmp_path / "full" / "last.pt")
 
-    real_save = trainer_module.save_checkpoint
-
-    def save_then_die(state, path):
-        real_save(state, path)
-        if str(path).endswith("last.pt") and state["epoch"] == 3:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(trainer_module, "save_checkpoint", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        Trainer(config(ema_decay=0.8), data, tmp_path / "killed", progress=False).fit()
-    monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
-
-    torch.manual_seed(12345)  # a fresh process would not share the RNG state
+    kill_after_epoch(lambda: Trainer(config(ema_decay=0.8), data, tmp_path / "killed", progress=False), epoch=3)
     Trainer(config(ema_decay=0.8), data, tmp_path / "killed", progress=False).fit(resume=True)
     final = load_checkpoint(tmp_path / "killed" / "last.pt")
     assert final["epoch"] == 4

@@ -6,7 +6,6 @@ import torch_geometric.transforms as T
 
 from torch_wge.testing import random_kg
 from torch_wge.training import CheckpointError, TrainConfig, Trainer, load_checkpoint, save_checkpoint
-from torch_wge.training import trainer as trainer_module
 from torch_wge.training.checkpoint import upgrade_optimizer_state
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
@@ -22,25 +21,12 @@ def config(**kwargs):
     return TrainConfig(**{**defaults, **kwargs})
 
 
-def test_kill_and_resume_reaches_the_uninterrupted_state(data, tmp_path, monkeypatch):
+def test_kill_and_resume_reaches_the_uninterrupted_state(data, tmp_path, kill_after_epoch):
     full = Trainer(config(), data, tmp_path / "full", progress=False)
     full.fit()
     reference = load_checkpoint(tmp_path / "full" / "last.pt")
 
-    # "kill" the second run right after the checkpoint of epoch 3 is on disk
-    real_save = trainer_module.save_checkpoint
-
-    def save_then_die(state, path):
-        real_save(state, path)
-        if str(path).endswith("last.pt") and state["epoch"] == 3:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(trainer_module, "save_checkpoint", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        Trainer(config(), data, tmp_path / "killed", progress=False).fit()
-    monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
-
-    torch.manual_seed(12345)  # a fresh process would not share the RNG state
+    kill_after_epoch(lambda: Trainer(config(), data, tmp_path / "killed", progress=False), epoch=3)
     resumed = Trainer(config(), data, tmp_path / "killed", progress=False)
     result = resumed.fit(resume=True)
     final = load_checkpoint(tmp_path / "killed" / "last.pt")
