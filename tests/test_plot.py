@@ -66,7 +66,8 @@ def test_curves_hold_the_logged_loss_and_validation_mrr_of_every_run(trained_run
     assert figure.axes[0].lines[0].get_color() != figure.axes[0].lines[1].get_color()
     labels = [text.get_text() for text in figure.legends[0].get_texts()]
     assert labels == [
-        f"{run}: {kg_folder}, {model}, paper recipe" for run, model in zip(trained_runs, ("WGE", "QuatE"))
+        f"{run}: {kg_folder}, {model}, paper recipe, epochs 4, batch size 64, eval every 2"
+        for run, model in zip(trained_runs, ("WGE", "QuatE"))
     ]
 
 
@@ -209,3 +210,12 @@ def test_without_matplotlib_the_command_says_how_to_install_it(trained_runs, tmp
     assert (
         err == "torch-wge plot: error: plot needs matplotlib, which is not installed: pip install 'torch_wge[plot]'\n"
     )
+
+
+def test_run_label_names_the_settings_changed_from_the_recipe():
+    from torch_wge.plot import describe_run
+    from torch_wge.training import TrainConfig
+
+    assert describe_run(TrainConfig(dataset="codex-m", recipe="large").to_dict()) == "codex-m, WGE, large recipe"
+    config = TrainConfig(dataset="codex-m", recipe="fast", num_layers=0, batch_size=4096, lr=2e-2, candidates=2000)
+    assert describe_run(config.to_dict()) == ("codex-m, QuatE, fast recipe, batch size 4096, lr 0.02, candidates 2000")

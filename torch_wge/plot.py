@@ -62,14 +62,27 @@ class RelationTable:
     rows: List[Dict[str, Any]]
 
 
+def _short(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def describe_run(config: Dict[str, Any]) -> str:
-    """A short description of a run's settings, e.g. ``"codex-s, WGE, paper recipe"``."""
+    """A short description of a run's settings, e.g. ``"codex-s, WGE, paper recipe"``,
+    followed by the recipe's settings the run changed (``"fast recipe, epochs 30,
+    batch size 4096"``)."""
+    from torch_wge.training.config import RECIPES
+
     model = "QuatE" if config.get("num_layers") == 0 else "WGE"
     views = config.get("views", "two-view")
     if model == "WGE" and (views != "two-view" or config.get("conv", "quaternion") != "quaternion"):
         model = f"WGE ({views}, {config.get('conv', 'quaternion')})"
-    average = f", weight average {config['ema_decay']:g}" if config.get("ema_decay") else ""
-    return f"{config.get('dataset', '?')}, {model}, {config.get('recipe', 'paper')} recipe{average}"
+    recipe = config.get("recipe", "paper")
+    changed = [
+        f"{name.replace('_', ' ')} {_short(config[name])}"
+        for name, value in RECIPES.get(recipe, {}).items()
+        if config.get(name) is not None and config[name] != value
+    ]
+    return ", ".join([config.get("dataset", "?"), model, f"{recipe} recipe", *changed])
 
 
 def read_run(folder: PathLike, label: Optional[str] = None) -> Run:
