@@ -4,7 +4,8 @@ Every row is a :class:`torch_wge.training.TrainConfig` on top of the paper's CoD
 setting; the run folder ``<out>/<row>`` holds ``log.jsonl`` (validation MRR every
 ``eval_every`` epochs, with wall time), ``results.json`` (best validation and test
 metrics, per side and per relation) and checkpoints, and a killed run continues
-with ``--resume``. A run stopped before its planned epochs is closed with ``--finish``
+with ``--resume`` (``--time-limit`` counts the run's minutes over all its sessions, so a
+resumed run needs a larger one). A run stopped before its planned epochs is closed with ``--finish``
 (its best checkpoint is evaluated on valid and test; nothing is trained). Every finished
 run's ``config.json``, ``log.jsonl`` and ``results.json`` are copied, with the command,
 commit and machine, to ``<records>/<row>`` (``benchmarks/records`` by default), which is
@@ -112,7 +113,19 @@ def main():
         f.write(f"{' '.join(['python', *sys.argv])}  # commit {git_commit()}, {datetime.date.today()}\n")
     _, data = load_data(config)
     result = Trainer(config, data, out, progress=not args.no_progress).fit(resume=args.resume or args.finish)
-    keep_record(out, Path(args.records) / args.row)
+    stopped_by_time = (
+        result["epochs_trained"] < config.epochs
+        and config.time_limit is not None
+        and result["wall_seconds"] >= 60 * config.time_limit
+    )
+    if stopped_by_time:  # an unfinished run is not a result: no record
+        print(
+            f"stopped by --time-limit {config.time_limit:g} at epoch {result['epochs_trained']} of {config.epochs}: "
+            f"no record kept; continue with --resume and a larger (total) --time-limit, or close with --finish",
+            file=sys.stderr,
+        )
+    else:
+        keep_record(out, Path(args.records) / args.row)
     valid, test = result["valid"]["metrics"]["both"], result["test"]["metrics"]["both"]
     print(
         json.dumps(
