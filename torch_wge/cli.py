@@ -39,6 +39,7 @@ CONFIG_HELP = {
     "relation_prediction": "weight of relation prediction as an auxiliary objective (0: off)",
     "eval_every": "validate every this many epochs",
     "ema_decay": "decay of an exponential moving average of the weights per optimiser step, used for validation, the best checkpoint and test (0: off, the trained weights)",
+    "weight_decay": "AdamW's decoupled weight decay: each step shrinks every parameter by lr * this before the Adam update (0: off, plain Adam)",
     "channels": "real size of every embedding, a multiple of 4",
     "num_layers": "encoder layers K (0: plain QuatE)",
     "alpha0": "weight of layer 0 in the score; the others get (1 - alpha0) / K",

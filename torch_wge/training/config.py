@@ -31,6 +31,7 @@ _PAPER = dict(
     relation_prediction=0.0,
     eval_every=10,
     ema_decay=0.0,
+    weight_decay=0.0,
 )
 
 #: Training recipes: the optimisation settings a recipe fills in where a
@@ -84,8 +85,13 @@ class TrainConfig:
     test use an exponential moving average of the weights over the optimiser
     steps, :math:`\bar\theta_t = d\,\bar\theta_{t-1} + (1 - d)\,\theta_t`
     (see :class:`~torch_wge.training.ema.WeightAverage`); the trained weights
-    are validated beside it and logged. :obj:`0` (both recipes): the trained
+    are validated beside it and logged. :obj:`0` (every recipe): the trained
     weights themselves.
+
+    :obj:`weight_decay` :math:`\lambda` is AdamW's decoupled decay: every
+    step multiplies each parameter by :math:`1 - \eta_e \lambda` before the
+    Adam update (:math:`\eta_e` the step's learning rate). :obj:`0` (every
+    recipe): plain Adam.
     """
 
     dataset: str = "codex-s"
@@ -105,6 +111,7 @@ class TrainConfig:
     relation_prediction: Optional[float] = None
     eval_every: Optional[int] = None
     ema_decay: Optional[float] = None
+    weight_decay: Optional[float] = None
     channels: int = 256
     num_layers: int = 2
     alpha0: float = 0.9
@@ -158,6 +165,7 @@ class TrainConfig:
             ),
             (0.0 <= self.grad_clip < math.inf, f"grad_clip must be finite and >= 0 (0: off), got {self.grad_clip}"),
             (0.0 <= self.ema_decay < 1.0, f"ema_decay must be in [0, 1) (0: off), got {self.ema_decay}"),
+            (0.0 <= self.weight_decay < math.inf, f"weight decay must be >= 0 and finite, got {self.weight_decay}"),
             (self.eval_every > 0, f"eval_every must be positive, got {self.eval_every}"),
             (
                 self.candidates == 0 or (self.candidates > 0 and self.objective == "softmax"),

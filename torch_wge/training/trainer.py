@@ -143,7 +143,8 @@ class Trainer:
         # the training loss as a module: DistributedDataParallel hooks on forward
         matmul_dtype = PRECISIONS[config.precision].loss_matmul_dtype
         self.loss_module = wrap_data_parallel(BatchLoss(self.model, self.graph_inputs, matmul_dtype), self.dist)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
+        # AdamW with weight_decay 0 is Adam
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.generator = torch.Generator().manual_seed(config.seed)
 
         train = split_triples(data, "train")
