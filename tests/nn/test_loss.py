@@ -33,9 +33,25 @@ def reference_softmax(queries, entities, positives, weights, eps):
     return total
 
 
+def reference_kl(queries, entities, positives, weights, eps):
+    """Per query with answers: cross-entropy against (1 - eps) * (answer counts / a_b) + eps / N."""
+    num_entities = entities.size(1)
+    counts = torch.zeros(queries.size(1), num_entities, dtype=torch.float64)
+    counts.index_put_((positives[0], positives[1]), torch.ones(positives.size(1), dtype=torch.float64), accumulate=True)
+    answered = counts.sum(1) > 0
+    targets = (1 - eps) * counts[answered] / counts[answered].sum(1, keepdim=True) + eps / num_entities
+    return sum(
+        w * -(targets * torch.log_softmax(queries[k][answered] @ entities[k].t(), dim=-1)).sum(1).mean()
+        for k, w in enumerate(weights)
+    )
+
+
+OBJECTIVE_REFERENCES = [("bce", reference_bce), ("softmax", reference_softmax), ("kl", reference_kl)]
+
+
 # one chunk; chunks of 2 rows; of 1 row; of 3 rows and 2 (the row floor above 6 // 6 entities)
 @pytest.mark.parametrize("chunk_elements, min_rows", [(1 << 19, 128), (12, 1), (6, 1), (6, 3)])
-@pytest.mark.parametrize("objective, reference", [("bce", reference_bce), ("softmax", reference_softmax)])
+@pytest.mark.parametrize("objective, reference", OBJECTIVE_REFERENCES)
 def test_loss_and_gradients_equal_dense_reference(monkeypatch, chunk_elements, min_rows, objective, reference):
     monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", chunk_elements)
     monkeypatch.setattr(loss_module, "MIN_CHUNK_ROWS", min_rows)
@@ -52,7 +68,7 @@ def test_loss_and_gradients_equal_dense_reference(monkeypatch, chunk_elements, m
         assert torch.allclose(grad, expected_grad, atol=1e-12)
 
 
-@pytest.mark.parametrize("objective, reference", [("bce", reference_bce), ("softmax", reference_softmax)])
+@pytest.mark.parametrize("objective, reference", OBJECTIVE_REFERENCES)
 def test_bfloat16_matmuls_stay_close_to_the_float64_reference(monkeypatch, objective, reference):
     monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", 12)  # several chunks per layer
     monkeypatch.setattr(loss_module, "MIN_CHUNK_ROWS", 1)
@@ -78,7 +94,7 @@ def test_bfloat16_matmuls_stay_close_to_the_float64_reference(monkeypatch, objec
     assert abs(loss.item() - expected.item()) > abs(exact.item() - expected.item())
 
 
-@pytest.mark.parametrize("objective", ["bce", "softmax"])
+@pytest.mark.parametrize("objective", ["bce", "softmax", "kl"])
 def test_gradcheck(objective):
     torch.manual_seed(1)
     queries = torch.randn(2, 4, 4, dtype=torch.float64, requires_grad=True)
@@ -98,6 +114,22 @@ def test_softmax_without_smoothing_is_cross_entropy_per_triple():
     logits = queries[0] @ entities[0].t()
     expected = F.cross_entropy(logits[positives[0]], positives[1])
     assert torch.allclose(loss, expected, atol=1e-12)
+
+
+def test_kl_weighs_each_query_once_and_softmax_each_answer():
+    """Two queries, one with three answers: softmax is the mean over the four
+    pairs, kl the mean over the two queries of the mean over their answers."""
+    torch.manual_seed(3)
+    queries, entities = torch.randn(1, 2, 4, dtype=torch.float64), torch.randn(1, 5, 4, dtype=torch.float64)
+    positives = torch.tensor([[0, 0, 0, 1], [1, 2, 4, 0]])
+    weights = torch.ones(1, dtype=torch.float64)
+    nll = -torch.log_softmax(queries[0] @ entities[0].t(), dim=-1)
+    many, one = nll[0, [1, 2, 4]], nll[1, 0]
+    softmax = one_to_n_loss(queries, entities, positives, weights, "softmax", 0.0)
+    kl = one_to_n_loss(queries, entities, positives, weights, "kl", 0.0)
+    assert torch.allclose(softmax, (many.sum() + one) / 4, atol=1e-12)
+    assert torch.allclose(kl, (many.mean() + one) / 2, atol=1e-12)
+    assert not torch.allclose(softmax, kl, atol=1e-3)
 
 
 def test_unknown_objective():

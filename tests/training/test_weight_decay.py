@@ -5,8 +5,8 @@ import torch
 import torch_geometric.transforms as T
 
 from torch_wge.cli import main
-from torch_wge.training import RECIPES, TrainConfig, Trainer, load_checkpoint
 from torch_wge.testing import random_kg
+from torch_wge.training import RECIPES, TrainConfig, Trainer, load_checkpoint
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 

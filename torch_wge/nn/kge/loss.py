@@ -32,37 +32,73 @@ def _bce_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: floa
     loss = F.softplus(logits).sum() - off_target * logits.sum() - on_target * logits[rows, cols].sum()
     torch.sigmoid(logits, out=logits)
     logits.sub_(off_target)
-    _add_at(logits, rows, cols, -on_target)
+    _add_at(logits, rows, cols, logits.new_full((rows.numel(),), -on_target))
     return loss
 
 
-def _softmax_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
-    r"""Sum over the chunk's positive pairs :math:`(b, t)` of
-    :math:`\log \sum_n e^{f_{bn}} - (1 - \epsilon) f_{bt} - \frac{\epsilon}{N}
-    \sum_n f_{bn}`; overwrites ``logits`` with the gradient
-    :math:`a_b (\mathrm{softmax}(f_b) - \epsilon / N) - (1 - \epsilon) y_b`,
-    :math:`a_b` being the number of answers of row :math:`b`."""
+def _cross_entropy_chunk(
+    logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float, row_weights: Tensor, pair_weights: Tensor
+) -> Tensor:
+    r"""Softmax cross-entropy of each row :math:`b` of the chunk against the
+    target :math:`y_b = (1 - \epsilon) \sum_{(b, t)} w_{bt} e_t + \epsilon / N`,
+    weighted by :math:`a_b`: the sum over rows of
+    :math:`a_b (\log \sum_n e^{f_{bn}} - \frac{\epsilon}{N} \sum_n f_{bn})
+    - (1 - \epsilon) \sum_{(b, t)} w_{bt} f_{bt}` (the weights satisfy
+    :math:`\sum_t w_{bt} = a_b`); overwrites ``logits`` with the gradient
+    :math:`a_b (\mathrm{softmax}(f_b) - \epsilon / N) - (1 - \epsilon) \sum_t w_{bt} e_t`.
+
+    ``row_weights`` is ``[c, 1]`` (:math:`a_b`), ``pair_weights`` ``[P]``
+    (:math:`w_{bt}` of each positive pair)."""
     off_target, on_target = label_smoothing / logits.size(1), 1.0 - label_smoothing
-    answers = torch.bincount(rows, minlength=logits.size(0)).to(logits.dtype).unsqueeze(1)  # [c, 1]
-    loss = -on_target * logits[rows, cols].sum() - off_target * (logits.sum(dim=1, keepdim=True) * answers).sum()
+    loss = -on_target * (pair_weights * logits[rows, cols]).sum()
+    loss = loss - off_target * (logits.sum(dim=1, keepdim=True) * row_weights).sum()
     shift = logits.amax(dim=1, keepdim=True)
     logits.sub_(shift).exp_()
     normaliser = logits.sum(dim=1, keepdim=True)
-    loss = loss + ((normaliser.log() + shift) * answers).sum()
-    logits.div_(normaliser).sub_(off_target).mul_(answers)
-    _add_at(logits, rows, cols, -on_target)
+    loss = loss + ((normaliser.log() + shift) * row_weights).sum()
+    logits.div_(normaliser).sub_(off_target).mul_(row_weights)
+    _add_at(logits, rows, cols, -on_target * pair_weights)
     return loss
 
 
-def _add_at(matrix: Tensor, rows: Tensor, cols: Tensor, value: float) -> None:
-    """Adds ``value`` to ``matrix[rows[i], cols[i]]`` for every ``i`` (repeats add up)."""
-    flat = matrix.view(-1)
-    flat.index_add_(0, rows * matrix.size(1) + cols, flat.new_full((rows.numel(),), value))
+def _answer_counts(logits: Tensor, rows: Tensor) -> Tensor:
+    """``[c, 1]``: the number of positive pairs of each row of the chunk."""
+    return torch.bincount(rows, minlength=logits.size(0)).to(logits.dtype).unsqueeze(1)
 
 
-#: name -> chunk function; a layer's summed loss is divided by B N for
-#: "bce" and by the number of positive pairs T for "softmax".
-OBJECTIVES: Dict[str, Callable] = {"bce": _bce_chunk, "softmax": _softmax_chunk}
+def _softmax_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+    r"""Every positive pair :math:`(b, t)` one example: the sum of
+    :math:`\log \sum_n e^{f_{bn}} - (1 - \epsilon) f_{bt} - \frac{\epsilon}{N}
+    \sum_n f_{bn}` over the chunk's pairs, a row of :math:`a_b` answers
+    counting :math:`a_b` times."""
+    row_weights = _answer_counts(logits, rows)
+    return _cross_entropy_chunk(logits, rows, cols, label_smoothing, row_weights, logits.new_ones(rows.numel()))
+
+
+def _kl_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+    r"""Every query with answers one example whose target spreads
+    :math:`1 - \epsilon` evenly over its :math:`a_b` answers: the sum over the
+    chunk's rows of :math:`\log \sum_n e^{f_{bn}} - \frac{1 - \epsilon}{a_b}
+    \sum_{(b, t)} f_{bt} - \frac{\epsilon}{N} \sum_n f_{bn}`."""
+    answers = _answer_counts(logits, rows)
+    row_weights = (answers > 0).to(logits.dtype)
+    return _cross_entropy_chunk(logits, rows, cols, label_smoothing, row_weights, 1.0 / answers[rows, 0])
+
+
+def _add_at(matrix: Tensor, rows: Tensor, cols: Tensor, values: Tensor) -> None:
+    """Adds ``values[i]`` to ``matrix[rows[i], cols[i]]`` for every ``i`` (repeats add up)."""
+    matrix.view(-1).index_add_(0, rows * matrix.size(1) + cols, values.to(matrix.dtype))
+
+
+#: name -> (chunk function, divisor of a layer's summed loss as a function of
+#: the number of queries B, of entities N and of the sorted rows of the
+#: positive pairs): B N for "bce", the number of positive pairs T for
+#: "softmax", the number of queries with answers for "kl".
+OBJECTIVES: Dict[str, Tuple[Callable, Callable]] = {
+    "bce": (_bce_chunk, lambda num_queries, num_entities, rows: num_queries * num_entities),
+    "softmax": (_softmax_chunk, lambda num_queries, num_entities, rows: rows.numel()),
+    "kl": (_kl_chunk, lambda num_queries, num_entities, rows: torch.unique_consecutive(rows).numel()),
+}
 
 
 def _matmul_into(out: Tensor, a: Tensor, b: Tensor) -> None:
@@ -86,11 +122,11 @@ class _FusedOneToNLoss(torch.autograd.Function):
     def forward(ctx, queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype):
         num_layers, num_queries, _ = queries.shape
         num_entities = entities.size(1)
-        chunk_fn = OBJECTIVES[objective]
+        chunk_fn, count_examples = OBJECTIVES[objective]
         rows, cols = positives
         order = torch.argsort(rows, stable=True)
         rows, cols = rows[order], cols[order]
-        normaliser = num_queries * num_entities if objective == "bce" else max(rows.numel(), 1)
+        normaliser = max(count_examples(num_queries, num_entities, rows), 1)
         scale = (layer_weights.to(queries.dtype) / normaliser).tolist()
         chunk_rows = max(1, min(num_queries, max(MIN_CHUNK_ROWS, CHUNK_ELEMENTS // max(num_entities, 1))))
         bounds = torch.searchsorted(rows, torch.arange(0, num_queries + chunk_rows, chunk_rows)).tolist()
@@ -157,6 +193,19 @@ def one_to_n_loss(
         \left(\log \sum_{n} e^{f_{kbn}} - (1 - \epsilon) f_{kbt}
         - \frac{\epsilon}{N} \sum_n f_{kbn}\right).
 
+    :obj:`objective="kl"`: softmax cross-entropy with one example per query
+    (the KL divergence, up to a constant, between the softmax and a target
+    that spreads :math:`1 - \epsilon` evenly over the query's :math:`a_b`
+    answers), so that a query with many answers weighs as much as one with
+    a single answer instead of :math:`a_b` times more,
+
+    .. math::
+        \mathcal{L} = \sum_k \frac{\alpha_k}{B'} \sum_{b : a_b > 0}
+        \left(\log \sum_{n} e^{f_{kbn}} - \frac{1 - \epsilon}{a_b}
+        \sum_{(b, t)} f_{kbt} - \frac{\epsilon}{N} \sum_n f_{kbn}\right),
+
+    :math:`B'` the number of queries with answers.
+
     Duplicate positive pairs count once per occurrence. The gradient is
     formed during the forward pass, so call ``backward`` on the result (or
     anything linear in it) once.
@@ -166,7 +215,7 @@ def one_to_n_loss(
         entities (Tensor): ``[L, N, C]`` entity representations :math:`x_{kn}`.
         positives (Tensor): ``[2, T]`` pairs ``(b, n)``: query ``b`` is answered by ``n``.
         layer_weights (Tensor): ``[L]`` weights :math:`\alpha_k`.
-        objective (str, optional): :obj:`"bce"` or :obj:`"softmax"`. (default: :obj:`"bce"`)
+        objective (str, optional): :obj:`"bce"`, :obj:`"softmax"` or :obj:`"kl"`. (default: :obj:`"bce"`)
         label_smoothing (float, optional): :math:`\epsilon`. (default: :obj:`0.1`)
         matmul_dtype (torch.dtype, optional): Dtype of the scoring matmuls
             and of their gradient products, e.g. :obj:`torch.bfloat16` for

@@ -92,8 +92,9 @@ class WGE(torch.nn.Module):
         label_smoothing (float, optional): :math:`\epsilon` of the 1-N targets
             :math:`(1 - \epsilon) y + 1/N`. (default: :obj:`0.1`)
         objective (str, optional): Training loss: :obj:`"bce"`, the 1-N
-            binary cross-entropy of the paper, or :obj:`"softmax"`, 1-vs-all
-            softmax cross-entropy over all entities
+            binary cross-entropy of the paper, :obj:`"softmax"`, 1-vs-all
+            softmax cross-entropy over all entities with one example per
+            answer, or :obj:`"kl"`, the same with one example per query
             (see :func:`~torch_wge.nn.kge.loss.one_to_n_loss`).
             (default: :obj:`"bce"`)
         n3_weight (float, optional): Weight of the N3 regulariser
