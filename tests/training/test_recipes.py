@@ -43,7 +43,7 @@ def test_large_recipe_is_the_fast_recipe_shortened_with_a_sampled_softmax(data):
     from torch_wge.training import build_model
 
     large, fast = TrainConfig(recipe="large"), TrainConfig(recipe="fast")
-    assert (large.epochs, large.warmup_epochs, large.eval_every, large.candidates) == (40, 1, 2, 2000)
+    assert (large.epochs, large.warmup_epochs, large.eval_every, large.candidates) == (80, 1, 2, 2000)
     differing = {name for name in RECIPES["paper"] if getattr(large, name) != getattr(fast, name)}
     assert differing == {"epochs", "warmup_epochs", "eval_every", "candidates"}
     assert build_model(large, data).num_candidates == 2000

@@ -45,14 +45,14 @@ _PAPER = dict(
 #:   instead of 1-N BCE, a 20x larger peak learning rate (1e-2), a 5-epoch
 #:   linear warm-up and a cosine decay to zero over 300 epochs.
 #: - ``"large"``: the fast recipe for graphs of CoDEx-M's size and larger,
-#:   where an epoch holds 10x more steps: 40 epochs (1 of warm-up),
+#:   where an epoch holds 10x more steps: 80 epochs (1 of warm-up),
 #:   validation every 2, and each batch scored against its answers and 2000
 #:   sampled entities instead of all (a sampled softmax, :obj:`candidates`).
 _FAST = {**_PAPER, "epochs": 300, "lr": 1e-2, "schedule": "cosine", "warmup_epochs": 5, "objective": "softmax"}
 RECIPES: Dict[str, Dict[str, Any]] = {
     "paper": _PAPER,
     "fast": _FAST,
-    "large": {**_FAST, "epochs": 40, "warmup_epochs": 1, "candidates": 2000, "eval_every": 2},
+    "large": {**_FAST, "epochs": 80, "warmup_epochs": 1, "candidates": 2000, "eval_every": 2},
 }
 
 #: Learning rate of each recipe on CoDEx-L, where the research code used a smaller one.
