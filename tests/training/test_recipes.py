@@ -44,8 +44,9 @@ def test_large_recipe_is_the_fast_recipe_shortened_with_a_sampled_softmax(data):
 
     large, fast = TrainConfig(recipe="large"), TrainConfig(recipe="fast")
     assert (large.epochs, large.warmup_epochs, large.eval_every, large.candidates) == (80, 1, 2, 2000)
+    assert (large.weight_decay, fast.weight_decay) == (0.0, 0.1)
     differing = {name for name in RECIPES["paper"] if getattr(large, name) != getattr(fast, name)}
-    assert differing == {"epochs", "warmup_epochs", "eval_every", "candidates"}
+    assert differing == {"epochs", "warmup_epochs", "eval_every", "candidates", "weight_decay"}
     assert build_model(large, data).num_candidates == 2000
     assert build_model(TrainConfig(recipe="large", candidates=0), data).num_candidates is None  # exact 1-N
 

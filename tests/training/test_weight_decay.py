@@ -62,9 +62,14 @@ def test_kill_and_resume_with_decay_is_bit_exact(data, tmp_path, kill_after_epoc
         assert torch.equal(final["model"][name], value), name
 
 
-def test_off_in_every_recipe():
-    assert all(recipe["weight_decay"] == 0.0 for recipe in RECIPES.values())
-    assert TrainConfig(recipe="fast").weight_decay == 0.0
+def test_only_the_fast_recipe_decays():
+    assert {name: recipe["weight_decay"] for name, recipe in RECIPES.items()} == {
+        "paper": 0.0,
+        "fast": 0.1,
+        "large": 0.0,
+    }
+    assert TrainConfig().weight_decay == 0.0 and TrainConfig(recipe="fast").weight_decay == 0.1
+    assert TrainConfig(recipe="fast", weight_decay=0.0).weight_decay == 0.0
 
 
 @pytest.mark.parametrize("decay", [-0.1, float("inf"), float("nan")])
