@@ -154,7 +154,7 @@ def check_resumable(state: Dict[str, Any], config: Dict[str, Any], path) -> None
     """Raises :class:`CheckpointError` listing every setting that a resume
     would change, other than :data:`RESUMABLE_CHANGES`: the run would
     otherwise record values its earlier epochs did not use."""
-    before = TrainConfig.from_dict(state["config"]).to_dict()  # settings added since: their defaults
+    before = TrainConfig.from_saved(state["config"]).to_dict()  # settings added since: the values it ran with
     differences = [
         f"--{key.replace('_', '-')} {before.get(key)!r} -> {config.get(key)!r}"
         for key in config
