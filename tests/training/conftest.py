@@ -1,7 +1,30 @@
 import pytest
 import torch
+import torch_geometric.transforms as T
 
+from torch_wge.testing import random_kg
+from torch_wge.training import TrainConfig
 from torch_wge.training import trainer as trainer_module
+from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
+
+
+@pytest.fixture(scope="module")
+def small_two_view_kg():
+    """A random graph of 40 entities, 4 relations and 400 triples with both views."""
+    kg = random_kg(40, 4, 400, seed=5)
+    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
+
+
+@pytest.fixture
+def small_config():
+    """``small_config(**settings)``: a :class:`TrainConfig` for ``small_two_view_kg``
+    (4 epochs of 16 channels, batch 64, lr 0.01, validation every 2), ``settings`` over it."""
+
+    def make(**settings) -> TrainConfig:
+        defaults = dict(dataset="random", epochs=4, channels=16, batch_size=64, lr=0.01, eval_every=2, seed=3)
+        return TrainConfig(**{**defaults, **settings})
+
+    return make
 
 
 @pytest.fixture

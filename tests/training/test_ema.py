@@ -4,24 +4,15 @@ import json
 
 import pytest
 import torch
-import torch_geometric.transforms as T
 
-from torch_wge.testing import random_kg
 from torch_wge.training import RECIPES, TrainConfig, Trainer, load_checkpoint
 from torch_wge.training.ema import WeightAverage
 from torch_wge.training.inference import evaluate_model
-from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 
-@pytest.fixture(scope="module")
-def data():
-    kg = random_kg(40, 4, 400, seed=5)
-    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
-
-
-def config(**kwargs):
-    defaults = dict(dataset="random", epochs=4, channels=16, batch_size=64, lr=0.01, eval_every=2, seed=3)
-    return TrainConfig(**{**defaults, **kwargs})
+@pytest.fixture
+def data(small_two_view_kg):
+    return small_two_view_kg
 
 
 def float64_state(model):
@@ -60,8 +51,8 @@ def test_weight_average_equals_the_float64_recursion():
     assert not average.model.training and not any(p.requires_grad for p in average.model.parameters())
 
 
-def test_trainer_validates_keeps_and_tests_the_average(data, tmp_path):
-    trainer = Trainer(config(ema_decay=0.8), data, tmp_path, progress=False)
+def test_trainer_validates_keeps_and_tests_the_average(data, tmp_path, small_config):
+    trainer = Trainer(small_config(ema_decay=0.8), data, tmp_path, progress=False)
     snapshots = [float64_state(trainer.model)]
     trainer.optimizer.register_step_post_hook(lambda *_: snapshots.append(float64_state(trainer.model)))
     result = trainer.fit()
@@ -95,12 +86,12 @@ def test_trainer_validates_keeps_and_tests_the_average(data, tmp_path):
     assert logged != pytest.approx({key: evals[-1][key] for key in logged}, abs=1e-12)  # not the average's
 
 
-def test_kill_and_resume_with_the_average_is_bit_exact(data, tmp_path, kill_after_epoch):
-    Trainer(config(ema_decay=0.8), data, tmp_path / "full", progress=False).fit()
+def test_kill_and_resume_with_the_average_is_bit_exact(data, tmp_path, kill_after_epoch, small_config):
+    Trainer(small_config(ema_decay=0.8), data, tmp_path / "full", progress=False).fit()
     reference = load_checkpoint(tmp_path / "full" / "last.pt")
 
-    kill_after_epoch(lambda: Trainer(config(ema_decay=0.8), data, tmp_path / "killed", progress=False), epoch=3)
-    Trainer(config(ema_decay=0.8), data, tmp_path / "killed", progress=False).fit(resume=True)
+    kill_after_epoch(lambda: Trainer(small_config(ema_decay=0.8), data, tmp_path / "killed", progress=False), epoch=3)
+    Trainer(small_config(ema_decay=0.8), data, tmp_path / "killed", progress=False).fit(resume=True)
     final = load_checkpoint(tmp_path / "killed" / "last.pt")
     assert final["epoch"] == 4
     for part in ("model", "ema"):
@@ -108,13 +99,13 @@ def test_kill_and_resume_with_the_average_is_bit_exact(data, tmp_path, kill_afte
             assert torch.equal(final[part][name], value), (part, name)
 
 
-def test_off_by_default_and_training_is_the_same_with_it(data, tmp_path):
+def test_off_by_default_and_training_is_the_same_with_it(data, tmp_path, small_config):
     assert all(recipe["ema_decay"] == 0.0 for recipe in RECIPES.values())
     assert TrainConfig().ema_decay == 0.0
-    plain = Trainer(config(), data, tmp_path / "plain", progress=False)
+    plain = Trainer(small_config(), data, tmp_path / "plain", progress=False)
     assert plain.ema is None and plain.evaluated_model is plain.model
     plain.fit()
-    averaged = Trainer(config(ema_decay=0.5), data, tmp_path / "averaged", progress=False)
+    averaged = Trainer(small_config(ema_decay=0.5), data, tmp_path / "averaged", progress=False)
     averaged.fit()
     without, with_average = (load_checkpoint(tmp_path / name / "last.pt") for name in ("plain", "averaged"))
     assert without["ema"] is None
@@ -125,6 +116,6 @@ def test_off_by_default_and_training_is_the_same_with_it(data, tmp_path):
 
 
 @pytest.mark.parametrize("decay", [-0.1, 1.0, float("nan")])
-def test_bad_decay_is_refused(decay):
+def test_bad_decay_is_refused(decay, small_config):
     with pytest.raises(ValueError, match="ema_decay must be in"):
-        config(ema_decay=decay).validate()
+        small_config(ema_decay=decay).validate()

@@ -2,28 +2,19 @@
 
 import pytest
 import torch
-import torch_geometric.transforms as T
 
 from torch_wge.cli import main
-from torch_wge.testing import random_kg
 from torch_wge.training import RECIPES, TrainConfig, Trainer, load_checkpoint
-from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 
-@pytest.fixture(scope="module")
-def data():
-    kg = random_kg(40, 4, 400, seed=5)
-    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
+@pytest.fixture
+def data(small_two_view_kg):
+    return small_two_view_kg
 
 
-def config(**kwargs):
-    defaults = dict(dataset="random", epochs=4, channels=16, batch_size=64, lr=0.01, eval_every=2, seed=3)
-    return TrainConfig(**{**defaults, **kwargs})
-
-
-def one_step(data, tmp_path, weight_decay):
+def one_step(small_config, data, tmp_path, weight_decay):
     """The weights before and after one optimiser step over all training queries."""
-    trainer = Trainer(config(weight_decay=weight_decay, batch_size=10_000), data, tmp_path, progress=False)
+    trainer = Trainer(small_config(weight_decay=weight_decay, batch_size=10_000), data, tmp_path, progress=False)
     before = {name: p.detach().double().clone() for name, p in trainer.model.named_parameters()}
     torch.manual_seed(7)  # the same dropout masks in both runs
     trainer.train_epoch()
@@ -32,13 +23,13 @@ def one_step(data, tmp_path, weight_decay):
     return before, after, stepped
 
 
-def test_a_step_shrinks_every_parameter_by_lr_times_decay_before_adam(data, tmp_path):
+def test_a_step_shrinks_every_parameter_by_lr_times_decay_before_adam(data, tmp_path, small_config):
     """From the same weights the gradient and Adam's update are the same with and
     without decay, so the two steps differ by exactly the decay term:
     theta_decayed - theta_plain = -lr * lambda * theta_0."""
     lr, decay = 0.01, 0.3
-    before, plain, stepped = one_step(data, tmp_path / "plain", 0.0)
-    before_decayed, decayed, stepped_decayed = one_step(data, tmp_path / "decayed", decay)
+    before, plain, stepped = one_step(small_config, data, tmp_path / "plain", 0.0)
+    before_decayed, decayed, stepped_decayed = one_step(small_config, data, tmp_path / "decayed", decay)
     assert stepped == stepped_decayed and len(stepped) > 0
     for name in before:
         assert torch.equal(before[name], before_decayed[name]), name
@@ -48,12 +39,14 @@ def test_a_step_shrinks_every_parameter_by_lr_times_decay_before_adam(data, tmp_
     assert (lr * decay * before["entity_embedding.weight"]).abs().max() > 1e-4
 
 
-def test_kill_and_resume_with_decay_is_bit_exact(data, tmp_path, kill_after_epoch):
-    Trainer(config(weight_decay=0.1), data, tmp_path / "full", progress=False).fit()
+def test_kill_and_resume_with_decay_is_bit_exact(data, tmp_path, kill_after_epoch, small_config):
+    Trainer(small_config(weight_decay=0.1), data, tmp_path / "full", progress=False).fit()
     reference = load_checkpoint(tmp_path / "full" / "last.pt")
 
-    kill_after_epoch(lambda: Trainer(config(weight_decay=0.1), data, tmp_path / "killed", progress=False), epoch=3)
-    resumed = Trainer(config(weight_decay=0.1), data, tmp_path / "killed", progress=False)
+    kill_after_epoch(
+        lambda: Trainer(small_config(weight_decay=0.1), data, tmp_path / "killed", progress=False), epoch=3
+    )
+    resumed = Trainer(small_config(weight_decay=0.1), data, tmp_path / "killed", progress=False)
     resumed.fit(resume=True)
     assert resumed.optimizer.param_groups[0]["weight_decay"] == 0.1
     final = load_checkpoint(tmp_path / "killed" / "last.pt")
@@ -72,7 +65,7 @@ def test_only_the_fast_recipe_decays():
     assert TrainConfig(recipe="fast", weight_decay=0.0).weight_decay == 0.0
 
 
-def test_a_run_saved_before_the_option_keeps_training_without_decay(data, tmp_path):
+def test_a_run_saved_before_the_option_keeps_training_without_decay(tmp_path):
     """A fast-recipe run saved before the fast recipe had weight decay: its
     settings lack the key, and resuming or describing it must not add 0.1."""
     from torch_wge.plot import describe_run
@@ -92,8 +85,8 @@ def test_a_run_saved_before_the_option_keeps_training_without_decay(data, tmp_pa
 
 
 @pytest.mark.parametrize("decay", [-0.1, float("inf"), float("nan")])
-def test_bad_decay_is_refused(decay, capsys):
+def test_bad_decay_is_refused(decay, capsys, small_config):
     with pytest.raises(ValueError, match="weight decay must be >= 0"):
-        config(weight_decay=decay).validate()
+        small_config(weight_decay=decay).validate()
     assert main(["train", "--weight-decay", str(decay), "--epochs", "1"]) == 2
     assert capsys.readouterr().err.strip().endswith(f"weight decay must be >= 0 and finite, got {decay}")
