@@ -30,7 +30,7 @@ CONFIG_HELP = {
     "lr": "Adam learning rate (the peak of the schedule)",
     "schedule": "learning-rate schedule: constant, or cosine (linear warm-up, then cosine decay to 0 at the last epoch)",
     "warmup_epochs": "epochs of linear warm-up of the cosine schedule",
-    "objective": "training loss: bce (1-N binary cross-entropy, the paper's), softmax (1-vs-all cross-entropy, one example per answer) or kl (the same, one example per query)",
+    "objective": "training loss: bce (1-N binary cross-entropy, the paper's), softmax (1-vs-all cross-entropy, one example per answer), kl (the same, one example per query) or filtered-softmax (one example per answer, the query's other answers left out of its candidates)",
     "candidates": "with --objective softmax: score each batch against its answers and this many entities drawn for it (a sampled softmax, for large graphs) instead of all entities, 0 for all; evaluation ranks all",
     "label_smoothing": "label smoothing epsilon of the 1-N targets",
     "dropout": "dropout on each decoder's query",

@@ -46,7 +46,27 @@ def reference_kl(queries, entities, positives, weights, eps):
     )
 
 
-OBJECTIVE_REFERENCES = [("bce", reference_bce), ("softmax", reference_softmax), ("kl", reference_kl)]
+def reference_filtered_softmax(queries, entities, positives, weights, eps):
+    """Per pair (b, t): cross-entropy over t and the entities that answer no pair of b, plus the smoothing term."""
+    total = 0.0
+    for k, w in enumerate(weights):
+        logits = queries[k] @ entities[k].t()
+        per_pair = []
+        for b, t in positives.t().tolist():
+            answers = set(positives[1, positives[0] == b].tolist())
+            candidates = [t] + [n for n in range(logits.size(1)) if n not in answers]
+            log_prob = logits[b, t] - torch.logsumexp(logits[b, candidates], dim=0)
+            per_pair.append(-log_prob + eps * logits[b, t] - eps * logits[b].mean())
+        total = total + w * sum(per_pair) / len(per_pair)
+    return total
+
+
+OBJECTIVE_REFERENCES = [
+    ("bce", reference_bce),
+    ("softmax", reference_softmax),
+    ("kl", reference_kl),
+    ("filtered-softmax", reference_filtered_softmax),
+]
 
 
 # one chunk; chunks of 2 rows; of 1 row; of 3 rows and 2 (the row floor above 6 // 6 entities)
@@ -94,7 +114,7 @@ def test_bfloat16_matmuls_stay_close_to_the_float64_reference(monkeypatch, objec
     assert abs(loss.item() - expected.item()) > abs(exact.item() - expected.item())
 
 
-@pytest.mark.parametrize("objective", ["bce", "softmax", "kl"])
+@pytest.mark.parametrize("objective", ["bce", "softmax", "kl", "filtered-softmax"])
 def test_gradcheck(objective):
     torch.manual_seed(1)
     queries = torch.randn(2, 4, 4, dtype=torch.float64, requires_grad=True)
@@ -130,6 +150,43 @@ def test_kl_weighs_each_query_once_and_softmax_each_answer():
     assert torch.allclose(softmax, (many.sum() + one) / 4, atol=1e-12)
     assert torch.allclose(kl, (many.mean() + one) / 2, atol=1e-12)
     assert not torch.allclose(softmax, kl, atol=1e-3)
+
+
+def test_filtered_softmax_leaves_a_query_s_other_answers_out():
+    """A query with three answers and one with one: each of the first's pairs
+    is the cross-entropy over its tail and the two non-answers; the second's
+    is the plain softmax's."""
+    torch.manual_seed(4)
+    queries, entities = torch.randn(1, 2, 4, dtype=torch.float64), torch.randn(1, 5, 4, dtype=torch.float64)
+    positives = torch.tensor([[0, 0, 0, 1], [1, 2, 4, 0]])
+    logits = queries[0] @ entities[0].t()
+    many = [torch.logsumexp(logits[0, [t, 0, 3]], dim=0) - logits[0, t] for t in (1, 2, 4)]
+    one = torch.logsumexp(logits[1], dim=0) - logits[1, 0]
+    loss = one_to_n_loss(queries, entities, positives, torch.ones(1, dtype=torch.float64), "filtered-softmax", 0.0)
+    assert torch.allclose(loss, (sum(many) + one) / 4, atol=1e-12)
+
+
+def test_filtered_softmax_with_one_answer_per_query_is_softmax():
+    torch.manual_seed(5)
+    queries = torch.randn(2, 3, 4, dtype=torch.float64)
+    entities = torch.randn(2, 7, 4, dtype=torch.float64)
+    positives = torch.tensor([[2, 0, 1], [6, 1, 1]])
+    weights = WEIGHTS[:2]
+    softmax = one_to_n_loss(queries, entities, positives, weights, "softmax", 0.1)
+    filtered = one_to_n_loss(queries, entities, positives, weights, "filtered-softmax", 0.1)
+    assert torch.allclose(softmax, filtered, atol=1e-12)
+
+
+def test_filtered_softmax_stays_finite_far_apart_logits():
+    """An answer 300 above the rest and one 300 below: exp of either against the other overflows float32."""
+    queries = torch.tensor([[[1.0, 0.0]]], requires_grad=True)
+    entities = torch.tensor([[[300.0, 0.0], [-300.0, 0.0], [0.0, 0.0], [0.0, 1.0]]], requires_grad=True)
+    positives = torch.tensor([[0, 0], [0, 1]])
+    loss = one_to_n_loss(queries, entities, positives, torch.ones(1), "filtered-softmax", 0.0)
+    loss.backward()
+    # pair (0, 0): log(e^300 + 2) - 300 ~ 0; pair (0, 1): log(e^-300 + 2) + 300 ~ 300 + log 2
+    assert torch.allclose(loss, torch.tensor((300.0 + torch.log(torch.tensor(2.0)).item()) / 2))
+    assert torch.isfinite(queries.grad).all() and torch.isfinite(entities.grad).all()
 
 
 def test_unknown_objective():

@@ -85,6 +85,36 @@ def _kl_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float
     return _cross_entropy_chunk(logits, rows, cols, label_smoothing, row_weights, 1.0 / answers[rows, 0])
 
 
+def _filtered_softmax_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+    r"""Every positive pair :math:`(b, t)` one example whose candidates are
+    :math:`t` and the entities that do not answer :math:`b` (the set
+    :math:`\bar A_b`): the sum over the chunk's pairs of
+    :math:`\log(e^{f_{bt}} + \sum_{n \in \bar A_b} e^{f_{bn}}) - (1 - \epsilon) f_{bt}
+    - \frac{\epsilon}{N} \sum_n f_{bn}`. The gradient of a logit outside
+    :math:`A_b` is :math:`e^{f_{bn}} \sum_{(b, t)} 1 / Z_{bt}` (:math:`Z_{bt}` the
+    sum in the logarithm), of an answer's own logit :math:`e^{f_{bt}} / Z_{bt}`,
+    each less the smoothing terms."""
+    off_target, on_target = label_smoothing / logits.size(1), 1.0 - label_smoothing
+    answer_counts = _answer_counts(logits, rows)
+    answer_logits = logits[rows, cols]
+    loss = -on_target * answer_logits.sum() - off_target * (logits.sum(dim=1, keepdim=True) * answer_counts).sum()
+    # log-sum-exp over each row's non-answers, shifted by their largest logit
+    logits[rows, cols] = -torch.inf
+    shift = logits.amax(dim=1, keepdim=True)
+    shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))  # a row of answers only
+    logits.sub_(shift).exp_()
+    others = (logits.sum(dim=1).log() + shift.squeeze(1))[rows]
+    log_normalisers = torch.logaddexp(answer_logits, others)  # log Z_bt
+    loss = loss + log_normalisers.sum()
+    other_weights = torch.zeros_like(answer_counts).index_add_(
+        0, rows, (shift.squeeze(1)[rows] - log_normalisers).exp().unsqueeze(1)
+    )
+    logits.mul_(other_weights)  # the answers' entries are 0 here
+    _add_at(logits, rows, cols, (answer_logits - log_normalisers).exp() - on_target)
+    logits.sub_(off_target * answer_counts)
+    return loss
+
+
 def _add_at(matrix: Tensor, rows: Tensor, cols: Tensor, values: Tensor) -> None:
     """Adds ``values[i]`` to ``matrix[rows[i], cols[i]]`` for every ``i`` (repeats add up)."""
     matrix.view(-1).index_add_(0, rows * matrix.size(1) + cols, values.to(matrix.dtype))
@@ -93,11 +123,12 @@ def _add_at(matrix: Tensor, rows: Tensor, cols: Tensor, values: Tensor) -> None:
 #: name -> (chunk function, divisor of a layer's summed loss as a function of
 #: the number of queries B, of entities N and of the sorted rows of the
 #: positive pairs): B N for "bce", the number of positive pairs T for
-#: "softmax", the number of queries with answers for "kl".
+#: "softmax" and "filtered-softmax", the number of queries with answers for "kl".
 OBJECTIVES: Dict[str, Tuple[Callable, Callable]] = {
     "bce": (_bce_chunk, lambda num_queries, num_entities, rows: num_queries * num_entities),
     "softmax": (_softmax_chunk, lambda num_queries, num_entities, rows: rows.numel()),
     "kl": (_kl_chunk, lambda num_queries, num_entities, rows: torch.unique_consecutive(rows).numel()),
+    "filtered-softmax": (_filtered_softmax_chunk, lambda num_queries, num_entities, rows: rows.numel()),
 }
 
 
@@ -206,6 +237,17 @@ def one_to_n_loss(
 
     :math:`B'` the number of queries with answers.
 
+    :obj:`objective="filtered-softmax"`: as :obj:`"softmax"`, but each pair's
+    candidates are its tail and the entities :math:`\bar A_b` that do not
+    answer query :math:`b`, so that the answers of a query with many do not
+    compete for probability with each other (as filtered ranking leaves them
+    out of each other's rank),
+
+    .. math::
+        \mathcal{L} = \sum_k \frac{\alpha_k}{T} \sum_{(b, t)}
+        \left(\log\left(e^{f_{kbt}} + \sum_{n \in \bar A_b} e^{f_{kbn}}\right)
+        - (1 - \epsilon) f_{kbt} - \frac{\epsilon}{N} \sum_n f_{kbn}\right).
+
     Duplicate positive pairs count once per occurrence. The gradient is
     formed during the forward pass, so call ``backward`` on the result (or
     anything linear in it) once.
@@ -215,7 +257,8 @@ def one_to_n_loss(
         entities (Tensor): ``[L, N, C]`` entity representations :math:`x_{kn}`.
         positives (Tensor): ``[2, T]`` pairs ``(b, n)``: query ``b`` is answered by ``n``.
         layer_weights (Tensor): ``[L]`` weights :math:`\alpha_k`.
-        objective (str, optional): :obj:`"bce"`, :obj:`"softmax"` or :obj:`"kl"`. (default: :obj:`"bce"`)
+        objective (str, optional): :obj:`"bce"`, :obj:`"softmax"`, :obj:`"kl"`
+            or :obj:`"filtered-softmax"`. (default: :obj:`"bce"`)
         label_smoothing (float, optional): :math:`\epsilon`. (default: :obj:`0.1`)
         matmul_dtype (torch.dtype, optional): Dtype of the scoring matmuls
             and of their gradient products, e.g. :obj:`torch.bfloat16` for

@@ -94,7 +94,9 @@ class WGE(torch.nn.Module):
         objective (str, optional): Training loss: :obj:`"bce"`, the 1-N
             binary cross-entropy of the paper, :obj:`"softmax"`, 1-vs-all
             softmax cross-entropy over all entities with one example per
-            answer, or :obj:`"kl"`, the same with one example per query
+            answer, :obj:`"kl"`, the same with one example per query, or
+            :obj:`"filtered-softmax"`, one example per answer whose
+            candidates leave the query's other answers out
             (see :func:`~torch_wge.nn.kge.loss.one_to_n_loss`).
             (default: :obj:`"bce"`)
         n3_weight (float, optional): Weight of the N3 regulariser
