@@ -189,6 +189,22 @@ def test_filtered_softmax_stays_finite_far_apart_logits():
     assert torch.isfinite(queries.grad).all() and torch.isfinite(entities.grad).all()
 
 
+def test_filtered_softmax_of_a_query_every_entity_answers_is_zero():
+    """With no non-answers left, each pair's softmax is over its own tail alone: loss and gradient 0."""
+    torch.manual_seed(6)
+    queries = torch.randn(1, 2, 4, dtype=torch.float64, requires_grad=True)
+    entities = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    positives = torch.tensor([[0, 0, 0, 1], [0, 1, 2, 1]])
+    weights = torch.ones(1, dtype=torch.float64)
+    loss = one_to_n_loss(queries, entities, positives, weights, "filtered-softmax", 0.0)
+    expected = reference_filtered_softmax(queries, entities, positives, weights, 0.0)
+    assert torch.allclose(loss, expected, atol=1e-12)
+    grads = torch.autograd.grad(loss, (queries, entities))
+    expected_grads = torch.autograd.grad(expected, (queries, entities))
+    assert all(torch.allclose(g, e, atol=1e-12) for g, e in zip(grads, expected_grads))
+    assert torch.isfinite(loss) and all(torch.isfinite(g).all() for g in grads)
+
+
 def test_unknown_objective():
     with pytest.raises(ValueError, match="objective must be one of"):
         one_to_n_loss(
