@@ -139,6 +139,7 @@ def load(args):
     config = TrainConfig(
         dataset=args.dataset,
         root=args.root,
+        recipe="paper",  # the speed tables' optimiser and 1-N BCE unless --objective is given
         device=args.device,
         num_layers=args.layers,
         batch_size=args.batch_size,

@@ -104,7 +104,10 @@ def main():
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name in args}
     if given.get("dataset", ROWS[args.row].get("dataset", "codex-s")) != ROWS[args.row].get("dataset", "codex-s"):
         parser.error(f"--dataset {given['dataset']} is not the dataset of row {args.row}")
-    config = TrainConfig.from_dict({"dataset": "codex-s", "root": "data", **ROWS[args.row], **base, **given})
+    # rows are the paper's tables, so the paper's recipe unless --recipe names another
+    config = TrainConfig.from_dict(
+        {"dataset": "codex-s", "root": "data", "recipe": "paper", **ROWS[args.row], **base, **given}
+    )
     config.validate()
     if args.finish:  # train no further: the run ends at the epoch of its last checkpoint
         config = dataclasses.replace(config, epochs=load_checkpoint(out / "last.pt", map_location="cpu")["epoch"])

@@ -7,7 +7,7 @@ entity for each test triple in both directions (filtered). Hyper-parameters
 come from a recipe (``--recipe``, see README "Training recipes"); any option
 given explicitly overrides it:
 
-    python examples/link_pred_codex.py                     # CoDEx-S, the recipe's epochs
+    python examples/link_pred_codex.py                     # CoDEx-S, the fast recipe: 500 epochs
     python examples/link_pred_codex.py --recipe paper      # the paper's 3000 epochs
     python examples/link_pred_codex.py --epochs 50 --save runs/example.pt
 
@@ -77,9 +77,11 @@ def main() -> None:
         dropout=config.dropout,
         objective=config.objective,
         label_smoothing=config.label_smoothing,
+        num_candidates=config.candidates or None,  # the large recipe's sampled softmax; 0: all entities
     )
     graph = model.graph_inputs(data)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    # AdamW's decoupled weight decay (the fast recipe's 0.1); with 0 it is Adam
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
 
     # 3. Training queries (h, r, ?) with their true tails, inverse relations
     #    r + R included; evaluators rank each triple's answer among all entities.
@@ -95,7 +97,7 @@ def main() -> None:
         for index in queries.batch_indices(config.batch_size, shuffle):
             heads, relations, positives = queries.batch(index)
             encoded = model.encode(**graph)  # the whole graph, every layer
-            loss = model.loss(encoded, heads, relations, positives)  # 1-N against all entities
+            loss = model.loss(encoded, heads, relations, positives)  # 1-N against all entities (or sampled ones)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)

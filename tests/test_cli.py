@@ -254,7 +254,7 @@ BAD_INPUTS = {
         folder_with("train.txt", b"caf\xe9\tP1\te001\n"),
         ["{tmp}/kg2/train.txt", "UTF-8"],
     ),
-    "resume with another lr": (RESUME + ["--lr", "0.05"], None, ["--lr 0.0005 -> 0.05"]),
+    "resume with another lr": (RESUME + ["--lr", "0.05"], None, ["--lr 0.01 -> 0.05"]),
     "resume with another dropout": (RESUME + ["--dropout", "0.3"], None, ["--dropout 0.5 -> 0.3"]),
     "garbage log line": (RESUME, append_to_log("garbage"), ["{run}/log.jsonl, line"]),
     "log line [1,2]": (RESUME, append_to_log("[1,2]"), ["{run}/log.jsonl, line"]),

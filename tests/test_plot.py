@@ -66,7 +66,7 @@ def test_curves_hold_the_logged_loss_and_validation_mrr_of_every_run(trained_run
     assert figure.axes[0].lines[0].get_color() != figure.axes[0].lines[1].get_color()
     labels = [text.get_text() for text in figure.legends[0].get_texts()]
     assert labels == [
-        f"{run}: {kg_folder}, {model}, paper recipe, epochs 4, batch size 64, eval every 2"
+        f"{run}: {kg_folder}, {model}, fast recipe, epochs 4, batch size 64, eval every 2"
         for run, model in zip(trained_runs, ("WGE", "QuatE"))
     ]
 

@@ -24,7 +24,7 @@ from torch_wge.training.config import CHOICES, RECIPES, TrainConfig
 CONFIG_HELP = {
     "dataset": "dataset name (codex-s, codex-m, codex-l, litwd1k, litwd19k, litwd48k, fb15k-237) or a folder of train/valid/test.txt",
     "root": "folder where datasets are downloaded and cached",
-    "recipe": "training recipe: 'paper' (the paper's setting), 'fast' (larger learning rate, warm-up, cosine decay, fewer epochs) or 'large' (the fast recipe for graphs of CoDEx-M's size: 80 epochs, sampled softmax); explicit options override it",
+    "recipe": "training recipe: 'fast' (larger learning rate, warm-up, cosine decay, weight decay, 500 epochs), 'paper' (the paper's setting: 3000 epochs) or 'large' (the fast recipe for graphs of CoDEx-M's size: 80 epochs, sampled softmax); explicit options override it",
     "epochs": "number of training epochs",
     "batch_size": "(head, relation) queries per batch, at least 2 (a lone last query joins the batch before it)",
     "lr": "Adam learning rate (the peak of the schedule)",

@@ -21,7 +21,9 @@ def small_config():
     (4 epochs of 16 channels, batch 64, lr 0.01, validation every 2), ``settings`` over it."""
 
     def make(**settings) -> TrainConfig:
-        defaults = dict(dataset="random", epochs=4, channels=16, batch_size=64, lr=0.01, eval_every=2, seed=3)
+        defaults = dict(
+            recipe="paper", dataset="random", epochs=4, channels=16, batch_size=64, lr=0.01, eval_every=2, seed=3
+        )
         return TrainConfig(**{**defaults, **settings})
 
     return make

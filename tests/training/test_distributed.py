@@ -39,6 +39,7 @@ def make_data():
 def make_config(**kwargs):
     # 280 training queries: global batches of 101, 101 and 78, split 50 / 51, 50 / 51 and 39 / 39
     defaults = dict(
+        recipe="paper",  # the tolerances below were set under its Adam and 1-N BCE
         dataset="random",
         epochs=1,
         channels=16,

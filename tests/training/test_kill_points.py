@@ -22,7 +22,7 @@ from torch_wge.training import TrainConfig, Trainer, load_checkpoint
 from torch_wge.training.run_folder import read_log
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
-CONFIG = dict(dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2, seed=3)
+CONFIG = dict(recipe="paper", dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2, seed=3)
 
 
 @pytest.fixture(scope="module")

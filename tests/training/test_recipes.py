@@ -20,7 +20,7 @@ def data():
 
 
 def small(**kwargs):
-    return TrainConfig(**{**dict(dataset="random", channels=16, batch_size=64, seed=3), **kwargs})
+    return TrainConfig(**{**dict(recipe="paper", dataset="random", channels=16, batch_size=64, seed=3), **kwargs})
 
 
 def log_records(folder):
@@ -37,6 +37,32 @@ def test_paper_recipe_is_the_papers_setting():
     assert (config.alpha0, config.beta, config.relation_edges) == (0.9, 0.2, False)
     assert all(config.learning_rate(epoch) == 5e-4 for epoch in (0, 1, 1499, 2999))
     assert TrainConfig(recipe="paper", dataset="codex-l").lr == 1e-4  # the research code's CoDEx-L rate
+
+
+def test_the_fast_recipe_is_the_default_of_the_config_the_cli_and_the_example(monkeypatch):
+    import argparse
+    import runpy
+    import sys
+    from pathlib import Path
+
+    from torch_wge.cli import build_parser, config_from_args
+
+    assert TrainConfig() == TrainConfig(recipe="fast")
+    assert (TrainConfig().epochs, TrainConfig().objective, TrainConfig().weight_decay) == (500, "softmax", 0.1)
+    assert config_from_args(build_parser().parse_args(["train", "--dataset", "codex-s"])).recipe == "fast"
+
+    parse_args, parsed = argparse.ArgumentParser.parse_args, {}
+
+    def parse_and_stop(self, *args, **kwargs):  # keep the example's options and run nothing
+        parsed.update(vars(parse_args(self, *args, **kwargs)))
+        raise SystemExit(0)
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "link_pred_codex.py"
+    monkeypatch.setattr(sys, "argv", [str(example)])
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
+    with pytest.raises(SystemExit):
+        runpy.run_path(str(example), run_name="__main__")
+    assert parsed["recipe"] == "fast"
 
 
 def test_large_recipe_is_the_fast_recipe_shortened_with_a_sampled_softmax(data):

@@ -44,7 +44,12 @@ def _single_thread(one_torch_thread):
 
 def config(**kwargs):
     return TrainConfig(
-        **{**dict(dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2, seed=3), **kwargs}
+        **{
+            **dict(
+                recipe="paper", dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2, seed=3
+            ),
+            **kwargs,
+        }
     )
 
 

@@ -23,7 +23,9 @@ def _single_thread(one_torch_thread):
 
 
 def config(**kwargs):
-    defaults = dict(dataset="random", epochs=4, channels=8, batch_size=64, lr=0.01, eval_every=1, seed=3)
+    defaults = dict(
+        recipe="paper", dataset="random", epochs=4, channels=8, batch_size=64, lr=0.01, eval_every=1, seed=3
+    )
     return TrainConfig(**{**defaults, **kwargs})
 
 

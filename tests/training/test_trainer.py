@@ -17,7 +17,9 @@ def data():
 
 
 def config(**kwargs):
-    defaults = dict(dataset="random", epochs=6, channels=16, batch_size=32, lr=0.01, eval_every=2, seed=3)
+    defaults = dict(
+        recipe="paper", dataset="random", epochs=6, channels=16, batch_size=32, lr=0.01, eval_every=2, seed=3
+    )
     return TrainConfig(**{**defaults, **kwargs})
 
 

@@ -61,7 +61,7 @@ def test_only_the_fast_recipe_decays():
         "fast": 0.1,
         "large": 0.0,
     }
-    assert TrainConfig().weight_decay == 0.0 and TrainConfig(recipe="fast").weight_decay == 0.1
+    assert TrainConfig(recipe="paper").weight_decay == 0.0 and TrainConfig().weight_decay == 0.1
     assert TrainConfig(recipe="fast", weight_decay=0.0).weight_decay == 0.0
 
 
