@@ -14,7 +14,9 @@ def test_short_codex_s_run_learns(shared_datasets, tmp_path):
     for name in ("train.txt", "valid.txt", "test.txt"):
         shutil.copy(shared_datasets / "codex-s" / name, raw / name)
     # the paper's model at a 10x learning rate, so that 8 epochs suffice
-    config = TrainConfig(dataset="codex-s", root=str(tmp_path / "data"), epochs=8, lr=5e-3, eval_every=8)
+    config = TrainConfig(
+        recipe="paper", dataset="codex-s", root=str(tmp_path / "data"), epochs=8, lr=5e-3, eval_every=8
+    )
     _, data = load_data(config)
     trainer = Trainer(config, data, tmp_path / "run", progress=False)
     untrained = trainer.evaluate("valid")["both.mrr"]
