@@ -100,15 +100,12 @@ def main():
         torch.set_num_threads(args.threads)
     out = Path(args.out) / args.row
     # a run continued or closed keeps its own settings, as with `torch-wge train --resume`
-    base = read_saved_config(out / "config.json") if args.resume or args.finish else {}
+    saved = read_saved_config(out / "config.json") if args.resume or args.finish else {}
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name in args}
-    if given.get("dataset", ROWS[args.row].get("dataset", "codex-s")) != ROWS[args.row].get("dataset", "codex-s"):
-        parser.error(f"--dataset {given['dataset']} is not the dataset of row {args.row}")
-    # rows are the paper's tables, so the paper's recipe unless --recipe names another
-    config = TrainConfig.from_dict(
-        {"dataset": "codex-s", "root": "data", "recipe": "paper", **ROWS[args.row], **base, **given}
-    )
-    config.validate()
+    try:
+        config = row_config(args.row, given, saved)
+    except ValueError as error:
+        parser.error(str(error))
     if args.finish:  # train no further: the run ends at the epoch of its last checkpoint
         config = dataclasses.replace(config, epochs=load_checkpoint(out / "last.pt", map_location="cpu")["epoch"])
     out.mkdir(parents=True, exist_ok=True)
@@ -144,6 +141,25 @@ def main():
             }
         )
     )
+
+
+def row_config(row: str, given: dict, saved: dict) -> TrainConfig:
+    """The validated :class:`TrainConfig` of a row.
+
+    Later sources override earlier ones: the paper's CoDEx-S setting (the rows are the
+    paper's tables, so the ``"paper"`` recipe), the row's own settings, ``saved`` (the
+    ``config.json`` of a run continued or closed) and ``given`` (the options on the command
+    line). ``row`` is a name of :data:`ROWS`. Raises :class:`ValueError` for a ``dataset``
+    that is not the row's or an invalid setting.
+    """
+    dataset = ROWS[row].get("dataset", "codex-s")
+    if given.get("dataset", dataset) != dataset:
+        raise ValueError(f"--dataset {given['dataset']} is not the dataset of row {row}")
+    config = TrainConfig.from_dict(
+        {"dataset": "codex-s", "root": "data", "recipe": "paper", **ROWS[row], **saved, **given}
+    )
+    config.validate()
+    return config
 
 
 def markdown_table(records) -> str:
