@@ -65,6 +65,58 @@ def test_the_fast_recipe_is_the_default_of_the_config_the_cli_and_the_example(mo
     assert parsed["recipe"] == "fast"
 
 
+@pytest.mark.parametrize("recipe", ["fast", "large"])
+def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monkeypatch):
+    import runpy
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    import torch_wge.datasets
+    import torch_wge.nn
+
+    class RandomKGInPlaceOfCoDEx:  # the example's own pre-transform, applied to a small random graph
+        def __init__(self, root, name, pre_transform):
+            self.graph = pre_transform(random_kg(40, 4, 400, seed=5))
+
+        def __getitem__(self, index):
+            return self.graph
+
+    made = {}
+
+    class KeptWGE(torch_wge.nn.WGE):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made["model"] = self
+
+    class StopAtTheOptimiser(torch.optim.AdamW):  # what the example builds, then nothing is trained
+        def __init__(self, params, **kwargs):
+            super().__init__(params, **kwargs)
+            made["optimizer"] = self
+            raise SystemExit(0)
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "link_pred_codex.py"
+    monkeypatch.setattr(sys, "argv", [str(example), "--recipe", recipe])
+    monkeypatch.setattr(torch_wge.datasets, "CoDEx", RandomKGInPlaceOfCoDEx)
+    monkeypatch.setattr(torch_wge.nn, "WGE", KeptWGE)
+    monkeypatch.setattr(torch.optim, "AdamW", StopAtTheOptimiser)
+    with pytest.raises(SystemExit):
+        runpy.run_path(str(example), run_name="__main__")
+    monkeypatch.undo()
+
+    trainer = Trainer(TrainConfig(recipe=recipe, dataset="random"), data, tmp_path, progress=False)
+    example_defaults, trainer_defaults = made["optimizer"].defaults, trainer.optimizer.defaults
+    assert type(trainer.optimizer) is torch.optim.AdamW
+    for name in ("lr", "weight_decay", "betas", "eps"):
+        assert example_defaults[name] == trainer_defaults[name], name
+    assert made["model"].num_candidates == trainer.model.num_candidates
+    # the recipes' values, written out: fast decays the weights, large samples 2000 candidates
+    assert (example_defaults["weight_decay"], made["model"].num_candidates) == (
+        (0.1, None) if recipe == "fast" else (0.0, 2000)
+    )
+
+
 def test_large_recipe_is_the_fast_recipe_shortened_with_a_sampled_softmax(data):
     from torch_wge.training import build_model
 
