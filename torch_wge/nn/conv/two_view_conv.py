@@ -267,7 +267,9 @@ class TwoViewConv(MessagePassing):
             nodes = torch.cat([x, rel], dim=0)
             h = self._update_view("rf", nodes if to_rf is None else nodes.index_select(0, to_rf), rf_edge_index)
             h = h if from_rf is None else h.index_select(0, from_rf)
-            out, rel = h[: x.size(0)], h[x.size(0) :]
+            # split, not two slices: its backward writes both gradients into one tensor, where each
+            # slice's would zero a whole [N + M, F] tensor and copy its part in
+            out, rel = h.split([x.size(0), rel.size(0)])
         if self.entity_view:
             x_ef = self._update_view("ef", x, ef_edge_index)
             out = x_ef if out is None else x_ef * out

@@ -338,10 +338,13 @@ class WGE(torch.nn.Module):
                 :func:`~torch_wge.nn.kge.loss.one_to_n_loss`.
                 (default: :obj:`None`, the parameters' dtype)
         """
-        entities, scored = torch.stack(encoded.entities), positives
         if self.num_candidates is not None and self.training:
             candidates, positions = sample_candidates(positives[1], self.num_entities, self.num_candidates)
-            entities, scored = entities.index_select(1, candidates), torch.stack([positives[0], positions])
+            # each layer's candidate rows, [K + 1, n, C]: all layers' entities are never stacked
+            entities = torch.stack([x.index_select(0, candidates) for x in encoded.entities])
+            scored = torch.stack([positives[0], positions])
+        else:
+            entities, scored = torch.stack(encoded.entities), positives
         loss = one_to_n_loss(
             self.queries(encoded, heads, relations),
             entities,
