@@ -3,6 +3,9 @@
 import inspect
 import json
 import math
+import runpy
+import sys
+from pathlib import Path
 
 import pytest
 import torch_geometric.transforms as T
@@ -27,6 +30,15 @@ def log_records(folder):
     return [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
 
 
+def run_example_until_it_stops(monkeypatch, *options):
+    """Runs ``examples/link_pred_codex.py`` with ``options`` until a patched piece of it raises
+    ``SystemExit``."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "link_pred_codex.py"
+    monkeypatch.setattr(sys, "argv", [str(example), *options])
+    with pytest.raises(SystemExit):
+        runpy.run_path(str(example), run_name="__main__")
+
+
 def test_paper_recipe_is_the_papers_setting():
     config = TrainConfig(recipe="paper")
     # WGE research code, CoDEx-S: Adam 5e-4 constant, batch 1024, 1-N BCE with label smoothing 0.1,
@@ -41,9 +53,6 @@ def test_paper_recipe_is_the_papers_setting():
 
 def test_the_fast_recipe_is_the_default_of_the_config_the_cli_and_the_example(monkeypatch):
     import argparse
-    import runpy
-    import sys
-    from pathlib import Path
 
     from torch_wge.cli import build_parser, config_from_args
 
@@ -57,20 +66,13 @@ def test_the_fast_recipe_is_the_default_of_the_config_the_cli_and_the_example(mo
         parsed.update(vars(parse_args(self, *args, **kwargs)))
         raise SystemExit(0)
 
-    example = Path(__file__).resolve().parents[2] / "examples" / "link_pred_codex.py"
-    monkeypatch.setattr(sys, "argv", [str(example)])
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
-    with pytest.raises(SystemExit):
-        runpy.run_path(str(example), run_name="__main__")
+    run_example_until_it_stops(monkeypatch)
     assert parsed["recipe"] == "fast"
 
 
 @pytest.mark.parametrize("recipe", ["fast", "large"])
 def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monkeypatch):
-    import runpy
-    import sys
-    from pathlib import Path
-
     import torch
 
     import torch_wge.datasets
@@ -96,13 +98,10 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
             made["optimizer"] = self
             raise SystemExit(0)
 
-    example = Path(__file__).resolve().parents[2] / "examples" / "link_pred_codex.py"
-    monkeypatch.setattr(sys, "argv", [str(example), "--recipe", recipe])
     monkeypatch.setattr(torch_wge.datasets, "CoDEx", RandomKGInPlaceOfCoDEx)
     monkeypatch.setattr(torch_wge.nn, "WGE", KeptWGE)
     monkeypatch.setattr(torch.optim, "AdamW", StopAtTheOptimiser)
-    with pytest.raises(SystemExit):
-        runpy.run_path(str(example), run_name="__main__")
+    run_example_until_it_stops(monkeypatch, "--recipe", recipe)
     monkeypatch.undo()
 
     trainer = Trainer(TrainConfig(recipe=recipe, dataset="random"), data, tmp_path, progress=False)
