@@ -309,7 +309,7 @@ class Trainer:
         try:
             torch.set_rng_state(state["rng"]["torch"].cpu())
             if state["rng"]["cuda"] is not None and torch.cuda.is_available():
-                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+                torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
             self.generator.set_state(state["rng"]["shuffle"].cpu())
         except RuntimeError as error:
             raise validation.StoredError(f"{path}: rng: damaged random-number state ({error})") from None

@@ -22,6 +22,10 @@ CHUNK_ELEMENTS = 1 << 19
 #: ... but at least this many rows: with fewer, the scoring matmuls of a large
 #: graph become thin and slow (128,000 entities: 4-row chunks took 7x longer).
 MIN_CHUNK_ROWS = 128
+#: Rows of logits processed together on a GPU (128 MiB of float32): there a
+#: chunk costs a few dozen kernel launches whatever its size, so a batch is
+#: scored in one or a few chunks rather than in cache-sized ones.
+GPU_CHUNK_ELEMENTS = 1 << 25
 
 
 def _bce_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
@@ -159,8 +163,10 @@ class _FusedOneToNLoss(torch.autograd.Function):
         rows, cols = rows[order], cols[order]
         normaliser = max(count_examples(num_queries, num_entities, rows), 1)
         scale = (layer_weights.to(queries.dtype) / normaliser).tolist()
-        chunk_rows = max(1, min(num_queries, max(MIN_CHUNK_ROWS, CHUNK_ELEMENTS // max(num_entities, 1))))
-        bounds = torch.searchsorted(rows, torch.arange(0, num_queries + chunk_rows, chunk_rows)).tolist()
+        chunk_elements = CHUNK_ELEMENTS if queries.device.type == "cpu" else GPU_CHUNK_ELEMENTS
+        chunk_rows = max(1, min(num_queries, max(MIN_CHUNK_ROWS, chunk_elements // max(num_entities, 1))))
+        starts = torch.arange(0, num_queries + chunk_rows, chunk_rows, device=rows.device)
+        bounds = torch.searchsorted(rows, starts).tolist()
 
         buffer = queries.new_empty(chunk_rows, num_entities)
         grad_queries = torch.empty_like(queries)
