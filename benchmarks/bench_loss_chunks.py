@@ -9,17 +9,12 @@ This times one training epoch with each, alternating, after a warm-up epoch::
 """
 
 import argparse
-import time
+import tempfile
 
-import torch
+from bench_speed import Clock
 
 import torch_wge.nn.kge.loss as loss_module
 from torch_wge.training import TrainConfig, Trainer, load_data
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def main() -> None:
@@ -30,18 +25,20 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
+    if args.device == "cpu":
+        parser.error("--device: the CPU always uses CHUNK_ELEMENTS; name a GPU (cuda, cuda:1, ...)")
     config = TrainConfig(dataset=args.dataset, root=args.root, recipe=args.recipe, epochs=10, device=args.device)
     _, data = load_data(config)
-    run = Trainer(config, data, "runs/bench-loss-chunks", progress=False)
-    run.train_epoch()
-    sizes = [("cpu-sized", loss_module.CHUNK_ELEMENTS), ("gpu-sized", loss_module.GPU_CHUNK_ELEMENTS)]
-    for name, chunk in sizes * args.repeat:
-        loss_module.GPU_CHUNK_ELEMENTS = chunk
-        synchronize(run.device)
-        start = time.perf_counter()
+    clock = Clock(args.device)
+    with tempfile.TemporaryDirectory() as out:
+        run = Trainer(config, data, out, progress=False)
         run.train_epoch()
-        synchronize(run.device)
-        print(f"{name} chunks ({chunk} elements): epoch {time.perf_counter() - start:.2f} s", flush=True)
+        sizes = [("cpu-sized", loss_module.CHUNK_ELEMENTS), ("gpu-sized", loss_module.GPU_CHUNK_ELEMENTS)]
+        for name, chunk in sizes * args.repeat:
+            loss_module.GPU_CHUNK_ELEMENTS = chunk
+            start = clock()
+            run.train_epoch()
+            print(f"{name} chunks ({chunk} elements): epoch {clock() - start:.2f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ CHUNK_ELEMENTS = 1 << 19
 #: ... but at least this many rows: with fewer, the scoring matmuls of a large
 #: graph become thin and slow (128,000 entities: 4-row chunks took 7x longer).
 MIN_CHUNK_ROWS = 128
-#: Rows of logits processed together on a GPU (128 MiB of float32): there a
+#: Logits processed together on a GPU (128 MiB of float32): there a
 #: chunk costs a few dozen kernel launches whatever its size, so a batch is
 #: scored in one or a few chunks rather than in cache-sized ones.
 GPU_CHUNK_ELEMENTS = 1 << 25
