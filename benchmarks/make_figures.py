@@ -26,19 +26,34 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from torch_wge.plot import RelationTable, curves_figure, read_run, relations_figure, save_figure  # noqa: E402
 
+RECORDS = Path(__file__).resolve().parent / "records"
+
+
+def legend_label(run: Path):
+    """A record's legend label: its path under ``benchmarks/records``
+    (``codex-m/wge/large-80ep``: dataset, model, recipe, epochs and variant), short enough
+    for the legend to fit the figure; ``None`` (the run folder and its settings) for a run
+    folder elsewhere."""
+    try:
+        return run.resolve().relative_to(RECORDS).as_posix()
+    except ValueError:
+        return None
+
 
 def curves(runs, out, log_x=False):
     """Validation MRR against epochs and wall time (``torch-wge plot`` draws the loss too)."""
-    save_figure(curves_figure([read_run(run) for run in runs], curves=("mrr",), log_x=log_x), out)
+    logs = [read_run(run, legend_label(run)) for run in runs]
+    save_figure(curves_figure(logs, curves=("mrr",), log_x=log_x), out)
 
 
-def relations(runs, split, out):
+def relations(runs, split, out, root=None):
     """Head and tail MRR of the 10 most frequent training relations, from each record's
-    results.json (relations and their labels read from the dataset of the first run)."""
+    results.json (relations and their labels read from the dataset of the first run, under
+    ``root`` or else the root the run trained with)."""
     from torch_wge.training import open_dataset
 
     config = json.loads((runs[0] / "config.json").read_text())
-    dataset = open_dataset(config["dataset"], config["root"])
+    dataset = open_dataset(config["dataset"], root or config["root"])
     data = dataset[0]
     frequency = Counter(data.edge_type[data.train_mask].tolist())
     labels = getattr(dataset, "relation_labels", None) or [None] * len(dataset.relation_names)
@@ -46,7 +61,7 @@ def relations(runs, split, out):
     tables = []
     for run in runs:
         record = json.loads((run / "results.json").read_text())
-        label = f"{read_run(run).label}, epoch {record['best_epoch']:,}"
+        label = f"{read_run(run, legend_label(run)).label}, epoch {record['best_epoch']:,}"
         tables.append(RelationTable(label, names, record[split]["per_relation"]))
     save_figure(relations_figure(tables, relations=[r for r, _ in frequency.most_common(10)]), out)
 
@@ -69,7 +84,7 @@ def sensitivity(runs, setting, out):
     ax.set_title(f"{config['dataset']}, {results[0]['epochs_trained']} epochs at lr {config['lr']:g} each", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    save_figure(fig, out)
 
 
 def main():
@@ -79,13 +94,16 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--split", default="valid", choices=["valid", "test"])
     parser.add_argument("--setting", default="beta")
+    parser.add_argument(
+        "--root", help="relations: the datasets' root (<root>/<dataset>/raw; default: the first run's own root)"
+    )
     parser.add_argument("--log-x", action="store_true", help="curves: logarithmic epoch and time axes")
     args = parser.parse_args()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if args.kind == "curves":
         curves(args.runs, args.out, args.log_x)
     elif args.kind == "relations":
-        relations(args.runs, args.split, args.out)
+        relations(args.runs, args.split, args.out, args.root)
     else:
         sensitivity(args.runs, args.setting, args.out)
 
