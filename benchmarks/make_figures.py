@@ -3,7 +3,7 @@ and per-relation figures are :mod:`torch_wge.plot`'s (``torch-wge plot``), from 
 
     # validation MRR against epochs and against wall time, one line per run
     # (time to accuracy: the paper's recipe beside the fast one, on log axes)
-    python benchmarks/make_figures.py curves benchmarks/records/codex-s/wge/paper-3000ep benchmarks/records/codex-s/wge/fast-200ep-wd0 --log-x --out benchmarks/figures/codex-s-time-to-accuracy.png
+    python benchmarks/make_figures.py curves benchmarks/records/codex-s/wge/paper-3000ep benchmarks/records/codex-s/wge/fast-500ep-seed0 --log-x --out benchmarks/figures/codex-s-time-to-accuracy.png
     python benchmarks/make_figures.py curves runs/codex-s-wge runs/reproduce/codex-s/quate --out benchmarks/figures/codex-s-curves.png
     # per-relation MRR, head and tail prediction, for the 10 most frequent relations (WGE beside QuatE);
     # (a run stopped early is first closed with `python benchmarks/reproduce.py ROW --finish`)
