@@ -252,3 +252,14 @@ def test_shell_commands_parse():
             config = cli.config_from_args(args)  # validated: raises on a bad value
             if "--recipe" in argv:
                 assert config.recipe == argv[argv.index("--recipe") + 1], where
+
+
+def test_readme_is_short_and_its_test_command_is_the_ci_one():
+    readme = ROOT / "README.md"
+    assert len(readme.read_text().splitlines()) <= 150
+    # .ci/run's steps from installing torch to the test run, one line each, as one command
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    steps = ci[ci.index("pip install torch==2.13.0") : ci.index('python -m pytest -m "slow or not slow" -q') + 1]
+    command = " && ".join(["python -m venv .venv", ". .venv/bin/activate", *steps])
+    for page in (readme, ROOT / "docs" / "install.md"):
+        assert command in [block.strip() for _, block in fenced_blocks(page, "bash")], page_id(page)
