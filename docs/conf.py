@@ -2,7 +2,12 @@
 reference from the Google-style docstrings (autodoc + napoleon) and the command line
 reference from the argparse parser (sphinx-argparse). Builds offline: no intersphinx."""
 
-import torch_wge
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's torch_wge, installed or not
+
+import torch_wge  # noqa: E402
 
 project = "torch_wge"
 author = "torch_wge contributors"
