@@ -266,6 +266,7 @@ def study_figures(study) -> Dict[str, Any]:
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         for name, draw in kinds.items():
             axes = draw(study, target_name="validation MRR")
+            axes.figure.tight_layout()  # room for the settings' names
             figures[name] = axes.figure
             plt.close(axes.figure)  # kept by the caller, not by pyplot
     return figures
