@@ -275,3 +275,17 @@ def test_the_default_space_is_valid_and_drawn_as_given():
     chosen = {"num_layers": 3, "lr": 0.005, "batch_size": 512, "channels": 64, "alpha0": 0.6, "beta": 0.4}
     chosen.update(dropout=0.25, label_smoothing=0.05, weight_decay=0.1, epochs=300)
     assert suggest(optuna.trial.FixedTrial(chosen), DEFAULT_SPACE) == chosen
+
+
+@pytest.mark.parametrize("name", ["fb15k-237.json", "codex-m.json"])
+def test_the_example_settings_and_space_are_valid(name):
+    from torch_wge.training import TrainConfig
+    from torch_wge.training.settings_file import read_mapping, read_settings_file
+
+    examples = REPOSITORY / "examples" / "tune"
+    space = check_space(read_mapping(examples / "large-space.json"), "large-space.json")
+    settings = read_settings_file(examples / name)
+    # the space's smallest and largest settings, over the shared ones, pass train's checks
+    for end in (0, -1):
+        drawn = {key: spec.get("choices", [spec.get("low"), spec.get("high")])[end] for key, spec in space.items()}
+        TrainConfig.from_dict({**settings, **drawn}).validate()
