@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -289,3 +290,58 @@ def test_the_example_settings_and_space_are_valid(name):
     for end in (0, -1):
         drawn = {key: spec.get("choices", [spec.get("low"), spec.get("high")])[end] for key, spec in space.items()}
         TrainConfig.from_dict({**settings, **drawn}).validate()
+
+
+def test_plot_draws_a_studys_history_and_importances(study_folder, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from torch_wge.plot import study_figures
+
+    trials = load(study_folder).get_trials()
+    figures = study_figures(load(study_folder))
+    history = figures["history"].axes[0]
+    drawn = sorted(y for collection in history.collections for _, y in collection.get_offsets().tolist())
+    assert drawn == sorted(t.value for t in trials)  # one point per trial, at its value
+    bars = figures["importances"].axes[0].patches
+    assert len(bars) == len(SPACE)
+
+    out = tmp_path / "study.png"
+    storage = f"sqlite:///{study_folder / 'study.db'}"
+    for argv in (["plot", str(study_folder)], ["plot", "--study", "wge", "--storage", storage]):
+        assert main([*argv, "--out", str(out)]) == 0
+        for name in ("history", "importances"):
+            assert (tmp_path / f"study-{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            (tmp_path / f"study-{name}.png").unlink()
+    assert main(["plot", "--study", "other", "--storage", storage, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.endswith(f"no study 'other' in {storage}\n")
+
+
+def test_a_time_limit_starts_no_trial_after_it(kg_folder, tmp_path, monkeypatch, one_torch_thread):
+    import torch_wge.tune.study as study_module
+
+    # a clock that reads 0 at the start and 40 s more at each look: the 1-minute limit
+    # lets the first trial start (40 s) and stops before a second one (80 s)
+    readings = iter(range(0, 1000, 40))
+    monkeypatch.setattr(study_module, "time", types.SimpleNamespace(monotonic=lambda: next(readings)))
+    base = {"dataset": str(kg_folder), "root": str(tmp_path / "data"), "epochs": 2, "batch_size": 64}
+    study = tune(base, SPACE, tmp_path / "out", time_limit=1.0, progress=False, echo=lambda line: None)
+    assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ([], "tune: give --trials N, --time-limit MINUTES or both"),
+        (["--trials", "1", "--storage", "nosuch://x"], "--storage nosuch://x: cannot open the database"),
+        (["--trials", "1", "--time-limit", "-1"], "--time-limit must be positive (minutes), got -1.0"),
+    ],
+)
+def test_bad_tune_options_are_one_line(extra, message, kg_folder, tmp_path, capsys):
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, *extra)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_tune_without_optuna_says_how_to_install_it(kg_folder, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna raises ImportError
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, "--trials", "1")) == 2
+    assert "pip install 'torch_wge[tune]'" in capsys.readouterr().err

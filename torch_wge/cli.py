@@ -339,8 +339,11 @@ def run_train(args) -> None:
     from torch_wge.training import Trainer, load_data
     from torch_wge.training.checkpoint import vocabulary_digest
     from torch_wge.training.distributed import DistributedContext
+    from torch_wge.training.settings_file import read_settings_file
 
-    out = Path(args.out or Path("runs") / Path(getattr(args, "dataset", TrainConfig.dataset)).name)
+    from_file = read_settings_file(args.config) if args.config else {}  # its dataset names the default --out
+    dataset = getattr(args, "dataset", from_file.get("dataset", TrainConfig.dataset))
+    out = Path(args.out or Path("runs") / Path(dataset).name)
     saved = None
     if args.resume and (out / "config.json").is_file():  # the run's own settings, unless given again
         saved = read_saved_config(out / "config.json")

@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 import numpy as np
 import optuna
+import sqlalchemy.exc
 from optuna.trial import FrozenTrial, TrialState
 
 from torch_wge import io
@@ -85,15 +86,21 @@ def open_study(
         )
         optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)(study, trial)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        rdb = optuna.storages.RDBStorage(
-            storage,
-            heartbeat_interval=heartbeat,
-            grace_period=2 * heartbeat,
-            heartbeat_stale_trial_callback=rerun_stale,
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            rdb = optuna.storages.RDBStorage(
+                storage,
+                heartbeat_interval=heartbeat,
+                grace_period=2 * heartbeat,
+                heartbeat_stale_trial_callback=rerun_stale,
+            )
+        return optuna.create_study(
+            study_name=name, storage=rdb, direction="maximize", pruner=pruner, load_if_exists=True
         )
-    return optuna.create_study(study_name=name, storage=rdb, direction="maximize", pruner=pruner, load_if_exists=True)
+    except (ImportError, sqlalchemy.exc.SQLAlchemyError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise ValueError(f"--storage {storage}: cannot open the database ({reason})") from None
 
 
 def counts_toward_total(trial: FrozenTrial) -> bool:
