@@ -345,3 +345,34 @@ def test_tune_without_optuna_says_how_to_install_it(kg_folder, tmp_path, capsys,
     monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna raises ImportError
     assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, "--trials", "1")) == 2
     assert "pip install 'torch_wge[tune]'" in capsys.readouterr().err
+
+
+def test_a_trial_that_fails_by_its_settings_counts_and_says_why(kg_folder, tmp_path, capsys, one_torch_thread):
+    space = {
+        "objective": {"type": "categorical", "choices": ["bce"]},
+        "candidates": {"type": "int", "low": 10, "high": 10},
+    }
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, space, "--trials", "2")) == 0
+    assert [t.state for t in load(tmp_path / "out").get_trials()] == [TrialState.FAIL] * 2
+    captured = capsys.readouterr()
+    assert captured.out.count("| fail | refused settings: candidates needs --objective softmax") == 2
+    assert "Traceback" not in captured.err and not (tmp_path / "out" / "best.json").exists()
+
+
+def test_a_diverged_trial_is_failed_and_the_study_goes_on(kg_folder, tmp_path, monkeypatch, one_torch_thread):
+    from torch_wge.training import Trainer
+
+    monkeypatch.setattr(Trainer, "train_epoch", lambda self: float("nan"))
+    base = {"dataset": str(kg_folder), "root": str(tmp_path / "data"), "epochs": 2, "batch_size": 64}
+    lines = []
+    study = tune(base, SPACE, tmp_path / "out", trials=2, progress=False, echo=lines.append)
+    assert [t.state for t in study.get_trials()] == [TrialState.FAIL] * 2
+    assert all("| fail | the loss became nan in epoch 1 |" in line for line in lines[:2])
+
+
+def test_a_study_refuses_another_space(kg_folder, study_folder, capsys):
+    space = {**SPACE, "dropout": {"type": "float", "low": 0.0, "high": 0.5}}
+    assert main(tune_argv(kg_folder, study_folder.parent, study_folder, 4, space, "--trials", "4")) == 2
+    err = capsys.readouterr().err
+    assert "was started with another search space or settings (differing: dropout)" in err
+    assert len(load(study_folder).get_trials()) == 3

@@ -463,7 +463,8 @@ def run_tune(args) -> None:
         heartbeat=args.heartbeat,
         progress=not args.no_progress,
     )
-    print(f"best settings in {out / 'best.json'} (torch-wge train --config {out / 'best.json'})")
+    if (out / "best.json").is_file():
+        print(f"best settings in {out / 'best.json'} (torch-wge train --config {out / 'best.json'})")
 
 
 def run_plot(args) -> None:

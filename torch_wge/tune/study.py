@@ -20,12 +20,13 @@ marked failed by the next worker that looks, and its settings are queued to
 run again as a new trial.
 """
 
+import contextlib
 import json
 import math
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Union
 
 import numpy as np
 import optuna
@@ -61,6 +62,17 @@ TABLE_ROWS = 5
 class TrialFailed(Exception):
     """A trial that failed by its own settings (a diverged loss, a refused
     combination): recorded as failed, and the study goes on."""
+
+
+@contextlib.contextmanager
+def optuna_errors_only() -> Iterator[None]:
+    """Optuna's own log limited to errors: the lines of the study are ours."""
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
 
 
 def default_storage(out: PathLike) -> str:
@@ -155,9 +167,14 @@ def best_table(study: optuna.Study, rows: int = TABLE_ROWS) -> str:
     return "\n".join(lines)
 
 
+#: Base settings a worker may give otherwise than the study's first: where it reads and computes.
+WORKER_SETTINGS = ("root", "device")
+
+
 def _check_same_search(study: optuna.Study, search: Dict[str, Any], storage: str) -> None:
-    """Records ``search`` (space and base settings) in a new study; refuses
-    another one for a study that holds trials already."""
+    """Records ``search`` (the space and the base settings but :data:`WORKER_SETTINGS`)
+    in a new study; refuses another one for a study that recorded its own."""
+    search = {"space": search["space"], "base": {k: v for k, v in search["base"].items() if k not in WORKER_SETTINGS}}
     stored = study.user_attrs.get("search")
     if stored is None:
         study.set_user_attr("search", search)
@@ -221,9 +238,8 @@ def tune(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     storage = storage or default_storage(out)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial is ours
     search = {"space": dict(space), "base": dict(base)}
-    with io.FolderLock(out, wait=True):  # workers starting together create the database once
+    with optuna_errors_only(), io.FolderLock(out, wait=True):  # workers starting together create the database once
         study = open_study(
             study_name, storage, PRUNERS[pruner]() if isinstance(pruner, str) else pruner, heartbeat, echo
         )
@@ -262,17 +278,18 @@ def tune(
         write_best(study, out)
 
     started = time.monotonic()
-    while True:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            optuna.storages.fail_stale_trials(study)
-        all_trials = study.get_trials(deepcopy=False)
-        taken = sum(counts_toward_total(t) or t.state == TrialState.RUNNING for t in all_trials)
-        if trials is not None and taken >= trials:
-            break
-        if time_limit is not None and time.monotonic() - started >= 60 * time_limit:
-            break
-        study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=[finished])
+    with optuna_errors_only():
+        while True:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(study)
+            all_trials = study.get_trials(deepcopy=False)
+            taken = sum(counts_toward_total(t) or t.state == TrialState.RUNNING for t in all_trials)
+            if trials is not None and taken >= trials:
+                break
+            if time_limit is not None and time.monotonic() - started >= 60 * time_limit:
+                break
+            study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=[finished])
     write_best(study, out)
     echo(best_table(study))
     return study
