@@ -376,3 +376,12 @@ def test_a_study_refuses_another_space(kg_folder, study_folder, capsys):
     err = capsys.readouterr().err
     assert "was started with another search space or settings (differing: dropout)" in err
     assert len(load(study_folder).get_trials()) == 3
+
+
+def test_the_command_lines_pruners_are_those_of_the_study():
+    from torch_wge.cli import build_parser
+    from torch_wge.tune import PRUNERS
+
+    tune_parser = build_parser()._subparsers._group_actions[0].choices["tune"]
+    pruner = next(action for action in tune_parser._actions if action.dest == "pruner")
+    assert sorted(pruner.choices) == sorted(PRUNERS)
