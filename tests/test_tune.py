@@ -217,7 +217,7 @@ def test_two_workers_share_one_study(kg_folder, tmp_path):
         ({"learning_rate": {"type": "float", "low": 0.1, "high": 0.2}}, "learning_rate: unknown setting"),
         ({"lr": {"type": "float", "low": 0.0, "high": 0.2}}, "lr: lr must be in (0, 1], got 0.0"),
         ({"dropout": {"type": "float", "low": 0.2, "high": 0.1}}, "dropout: low and high must be floats with low <="),
-        ({"lr": {"type": "int", "low": 1, "high": 2}}, "lr: a int spec for a setting of type float; use float"),
+        ({"lr": {"type": "int", "low": 1, "high": 2}}, "lr: a spec of type int for a setting of type float; use float"),
         ({"num_layers": {"type": "categorical", "choices": []}}, "num_layers: choices must be a non-empty list"),
         ({"num_layers": {"type": "categorical", "choices": [1, -1]}}, "num_layers: num_layers must be >= 0, got -1"),
         ({"views": {"type": "categorical", "choices": ["two-view", "x"]}}, "views: views must be one of"),

@@ -84,7 +84,7 @@ def _spec_error(name: str, spec: Any) -> str | None:
         values = choices
     else:
         if kind is not {"int": int, "float": float}[spec["type"]]:
-            return f"a {spec['type']} spec for a setting of type {kind.__name__}; use " + (
+            return f"a spec of type {spec['type']} for a setting of type {kind.__name__}; use " + (
                 "categorical" if kind in (bool, str) else "int" if kind is int else "float"
             )
         low, high, step, log = spec["low"], spec["high"], spec.get("step"), spec.get("log", False)
