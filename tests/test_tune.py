@@ -182,7 +182,9 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(kg_folder, t
     finished = (out / "trials" / "0" / "results.json").read_bytes()
     killed = load(out).get_trials()[1]
     assert killed.state == TrialState.RUNNING
-    time.sleep(2.5)  # past the grace period of two heartbeats
+    # past the grace period of two heartbeats (2 s) as SQLite sees it: its timestamps are whole
+    # seconds, so a heartbeat 2.5 s back can read as 2 s; 3.5 s reads as 3 s or more
+    time.sleep(3.5)
 
     assert main(argv) == 0
     trials = load(out).get_trials()
