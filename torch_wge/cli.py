@@ -157,11 +157,15 @@ def read_saved_config(path: Path) -> dict:
 
 
 def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> TrainConfig:
-    """The run's settings: the options given on the command line, over
-    ``saved`` (the ``config.json`` of a run being resumed) or else over the
-    defaults of :class:`TrainConfig` and its recipe."""
+    """The run's settings: the options given on the command line, over the
+    settings file of ``--config`` (if given), over ``saved`` (the
+    ``config.json`` of a run being resumed) or else over the defaults of
+    :class:`TrainConfig` and its recipe."""
+    from torch_wge.training.settings_file import read_settings_file
+
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name in args}
-    config = TrainConfig.from_dict({**(saved or {}), **given})
+    from_file = read_settings_file(args.config) if getattr(args, "config", None) else {}
+    config = TrainConfig.from_dict({**(saved or {}), **from_file, **given})
     config.validate()
     return config
 
@@ -172,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train a model and evaluate its best checkpoint")
     add_config_arguments(train)
+    add_settings_file(train)
     train.add_argument("--out", default=None, help="output folder for checkpoints and logs (default: runs/<dataset>)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     add_force_reload(train)
@@ -214,16 +219,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_force_reload(stats)
     add_common(stats)
 
+    add_tune_parser(commands)
+
     plot = commands.add_parser(
-        "plot", help="training curves of runs, or per-relation MRR of 'evaluate --json' files (needs matplotlib)"
+        "plot",
+        help="training curves of runs, per-relation MRR of 'evaluate --json' files, or a study's history and "
+        "parameter importances (needs matplotlib)",
     )
     plot.add_argument(
         "inputs",
-        nargs="+",
+        nargs="*",
         metavar="RUN",
         help="run folders (loss and validation MRR against epochs and minutes), or files written by "
-        "'evaluate --per-relation --json' (MRR of the most frequent relations, head and tail)",
+        "'evaluate --per-relation --json' (MRR of the most frequent relations, head and tail), or one folder "
+        "of 'tune' (its study's optimisation history and parameter importances)",
     )
+    plot.add_argument("--study", default=None, help="name of a study of 'tune' to plot (with --storage)")
+    plot.add_argument("--storage", default=None, help="database URL of --study, e.g. sqlite:///runs/tune/study.db")
     plot.add_argument(
         "--out", default="plot.png", help="figure file; its extension names the format (default: plot.png)"
     )
@@ -232,6 +244,73 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--debug", action="store_true", help="show the traceback of an error")
     plot.set_defaults(threads=None)
     return parser
+
+
+def add_tune_parser(commands) -> None:
+    tune = commands.add_parser("tune", help="search training settings with Optuna, one run folder per trial")
+    for name in ("dataset", "recipe", "root", "device"):
+        choices = sorted(RECIPES) if name == "recipe" else None
+        tune.add_argument(f"--{name}", default=argparse.SUPPRESS, choices=choices, help=CONFIG_HELP[name])
+    add_settings_file(tune, "settings of every trial under those the search space draws")
+    tune.add_argument(
+        "--space",
+        metavar="FILE",
+        default=None,
+        help="search space: JSON (or YAML) object of settings to "
+        "distribution specs, replacing the default space (see docs/tune.md)",
+    )
+    tune.add_argument("--trials", type=positive_int, default=None, help="finished trials the study is to reach")
+    tune.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="start no new trial after this many minutes of this process (default: no limit; give it or --trials)",
+    )
+    tune.add_argument("--study", default="wge", help="study name in the storage (default: wge)")
+    tune.add_argument(
+        "--storage",
+        default=None,
+        metavar="URL",
+        help="Optuna database URL shared by the workers "
+        "(sqlite:///FILE, postgresql://..., mysql://...) (default: the SQLite file study.db in --out)",
+    )
+    tune.add_argument(
+        "--out",
+        default=None,
+        help="tune folder: trials/<number>/ run folders, best.json, study.json (default: runs/tune-<dataset>)",
+    )
+    tune.add_argument(
+        "--pruner",
+        choices=["median", "hyperband", "none"],
+        default="median",
+        help="stops poor trials at a validation (default: median)",
+    )
+    tune.add_argument(
+        "--seed",
+        type=int,
+        default=argparse.SUPPRESS,
+        help="seed of the sampler and of every trial's training (default: 0)",
+    )
+    tune.add_argument(
+        "--heartbeat",
+        type=positive_int,
+        default=60,
+        metavar="SECONDS",
+        help="seconds between a running trial's heartbeats; a trial silent for twice as long was "
+        "killed: marked failed and run again (default: 60)",
+    )
+    add_common(tune)
+
+
+def add_settings_file(parser: argparse.ArgumentParser, what: str = "settings of the run") -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"{what}: a JSON (or YAML) object of settings named as the options without dashes (e.g. "
+        '{"lr": 0.001, "num_layers": 1}), such as the best.json of \'tune\'; options given here override it',
+    )
 
 
 def add_data_override(parser: argparse.ArgumentParser) -> None:
@@ -260,8 +339,11 @@ def run_train(args) -> None:
     from torch_wge.training import Trainer, load_data
     from torch_wge.training.checkpoint import vocabulary_digest
     from torch_wge.training.distributed import DistributedContext
+    from torch_wge.training.settings_file import read_settings_file
 
-    out = Path(args.out or Path("runs") / Path(getattr(args, "dataset", TrainConfig.dataset)).name)
+    from_file = read_settings_file(args.config) if args.config else {}  # its dataset names the default --out
+    dataset = getattr(args, "dataset", from_file.get("dataset", TrainConfig.dataset))
+    out = Path(args.out or Path("runs") / Path(dataset).name)
     saved = None
     if args.resume and (out / "config.json").is_file():  # the run's own settings, unless given again
         saved = read_saved_config(out / "config.json")
@@ -348,6 +430,41 @@ def run_stats(args) -> None:
             print(f"  {key:<{width}}  {value:,}" if isinstance(value, int) else f"  {key:<{width}}  {value}")
 
 
+def run_tune(args) -> None:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise CliError("tune needs optuna, which is not installed: pip install 'torch_wge[tune]'") from None
+    from torch_wge.training.settings_file import read_mapping, read_settings_file
+    from torch_wge.tune import DEFAULT_SPACE, check_space, tune
+
+    if args.trials is None and args.time_limit is None:
+        raise CliError("tune: give --trials N, --time-limit MINUTES or both")
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise CliError(f"--time-limit must be positive (minutes), got {args.time_limit}")
+    base = read_settings_file(args.config) if args.config else {}
+    base.update({name: getattr(args, name) for name in ("dataset", "recipe", "root", "device", "seed") if name in args})
+    base.setdefault("seed", 0)
+    TrainConfig.from_dict(base).validate()
+    space = check_space(read_mapping(args.space), args.space) if args.space else DEFAULT_SPACE
+    out = Path(args.out or Path("runs") / f"tune-{Path(base.get('dataset', TrainConfig.dataset)).name}")
+    tune(
+        base,
+        space,
+        out,
+        trials=args.trials,
+        time_limit=args.time_limit,
+        study_name=args.study,
+        storage=args.storage,
+        pruner=args.pruner,
+        seed=base["seed"],
+        heartbeat=args.heartbeat,
+        progress=not args.no_progress,
+    )
+    if (out / "best.json").is_file():
+        print(f"best settings in {out / 'best.json'} (torch-wge train --config {out / 'best.json'})")
+
+
 def run_plot(args) -> None:
     try:
         import matplotlib  # noqa: F401
@@ -356,6 +473,11 @@ def run_plot(args) -> None:
     from torch_wge import plot
 
     paths = [Path(p) for p in args.inputs]
+    if args.study or args.storage or (len(paths) == 1 and (paths[0] / "study.json").is_file()):
+        plot_study(args, paths)
+        return
+    if not paths:
+        raise CliError("plot: give run folders, 'evaluate --json' files, a tune folder, or --study and --storage")
     for path in paths:
         if not path.exists():
             raise CliError(f"{path}: no such run folder or file")
@@ -369,7 +491,35 @@ def run_plot(args) -> None:
     print(f"figure in {args.out}")
 
 
-COMMANDS = {"train": run_train, "evaluate": run_evaluate, "predict": run_predict, "stats": run_stats, "plot": run_plot}
+def plot_study(args, paths: List[Path]) -> None:
+    """The optimisation history and parameter importances of a study of ``tune``."""
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise CliError("plotting a study needs optuna, which is not installed: pip install 'torch_wge[tune]'") from None
+    from torch_wge import plot
+    from torch_wge.tune import load_study, read_study_file
+
+    if paths and (args.study or args.storage):
+        raise CliError("plot: give a tune folder or --study and --storage, not both")
+    named = read_study_file(paths[0]) if paths else {"study": args.study, "storage": args.storage}
+    if not (named["study"] and named["storage"]):
+        raise CliError("plot: --study and --storage go together")
+    for name, figure in plot.study_figures(load_study(named["study"], named["storage"])).items():
+        out = Path(args.out)
+        path = out.with_name(f"{out.stem}-{name}{out.suffix}")
+        plot.save_figure(figure, path)
+        print(f"figure in {path}")
+
+
+COMMANDS = {
+    "tune": run_tune,
+    "train": run_train,
+    "evaluate": run_evaluate,
+    "predict": run_predict,
+    "stats": run_stats,
+    "plot": run_plot,
+}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

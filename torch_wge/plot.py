@@ -237,3 +237,36 @@ def save_figure(fig, path: PathLike, dpi: int = 120) -> None:
         raise ValueError(f"{path}: unknown figure format {path.suffix!r} (one of .{', .'.join(sorted(formats))})")
     with io.atomic_open(path) as f:
         fig.savefig(f, format=kind, dpi=dpi)
+
+
+def study_figures(study) -> Dict[str, Any]:
+    """The figures of a study of ``torch-wge tune`` (an :class:`optuna.Study`),
+    drawn by Optuna's matplotlib plots: ``"history"``, the validation MRR of each
+    trial and the best so far against the trial number, and, once two trials are
+    complete, ``"importances"``, each searched setting's share of the variance of
+    the validation MRR (fANOVA).
+
+    Raises:
+        ValueError: when the study holds no complete trial.
+    """
+    import warnings
+
+    import matplotlib.pyplot as plt
+    import optuna
+    from optuna.visualization import matplotlib as optuna_plots
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not complete:
+        raise ValueError(f"study {study.study_name!r} holds no complete trial to plot")
+    kinds = {"history": optuna_plots.plot_optimization_history}
+    if len(complete) >= 2:
+        kinds["importances"] = optuna_plots.plot_param_importances
+    figures = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        for name, draw in kinds.items():
+            axes = draw(study, target_name="validation MRR")
+            axes.figure.tight_layout()  # room for the settings' names
+            figures[name] = axes.figure
+            plt.close(axes.figure)  # kept by the caller, not by pyplot
+    return figures

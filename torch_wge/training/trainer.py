@@ -4,7 +4,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Callable, Dict, Optional, Union
 
 import torch
 from torch_geometric.data import Data
@@ -111,6 +111,12 @@ class Trainer:
         vocabulary (str, optional): :func:`~torch_wge.training.checkpoint.vocabulary_digest`
             of the dataset, stored in the checkpoints so that evaluation on
             data numbered otherwise is refused. (default: :obj:`None`)
+        on_validation (callable, optional): Called as ``on_validation(epoch, mrr)``
+            after each validation, once the epoch is saved, with the filtered
+            validation MRR (``both.mrr``). An exception it raises ends :meth:`fit`
+            with the run folder holding that epoch (``last.pt``, the log), as
+            a hyperparameter search's pruner does (see :mod:`torch_wge.tune`).
+            (default: :obj:`None`)
     """
 
     def __init__(
@@ -121,9 +127,11 @@ class Trainer:
         progress: bool = True,
         backend: Optional[str] = None,
         vocabulary: Optional[str] = None,
+        on_validation: Optional[Callable[[int, float], None]] = None,
     ):
         config.validate()
         self.config = config
+        self.on_validation = on_validation
         self.vocabulary = vocabulary
         self.out_dir = Path(out_dir)
         self.progress = progress
@@ -408,12 +416,15 @@ class Trainer:
                 }
             )
             new_best = None
-            if self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs or self._out_of_time():
+            validated = self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs or self._out_of_time()
+            if validated:
                 new_best = self._validate(bar)
             bar.set_postfix(self._progress_figures(loss), refresh=False)
             bar.update(1)
             if self.dist.is_main:
                 self._save_epoch(new_best)
+            if validated and self.on_validation is not None:
+                self.on_validation(self.epoch, self.validation_mrr)
         bar.close()
         return self._finish(time.perf_counter() - start_time)
 
@@ -464,7 +475,7 @@ class Trainer:
         trained = None if self.ema is None else self.evaluate("valid", trained=True)
         seconds = time.perf_counter() - tic
         self.wall_seconds += seconds
-        mrr = results["both.mrr"]
+        mrr = self.validation_mrr = results["both.mrr"]
         improved = mrr > self.best["mrr"]
         if improved:
             self.best = {"epoch": self.epoch, "mrr": mrr, "evaluations_since": 0}
