@@ -3,7 +3,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from torch_wge.nn.kge.loss import OBJECTIVES
+from torch_wge.nn.decoders.loss import OBJECTIVES
 from torch_wge.nn.models.wge import VIEWS
 from torch_wge.training.precision import PRECISIONS
 

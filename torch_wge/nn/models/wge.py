@@ -8,8 +8,8 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
 from torch_wge.nn.conv.two_view_conv import quaternion_from_conv
-from torch_wge.nn.kge import QuatEDecoder
-from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss, sample_candidates
+from torch_wge.nn.decoders import QuatEDecoder
+from torch_wge.nn.decoders.loss import OBJECTIVES, one_to_n_loss, sample_candidates
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
 from torch_wge.utils.quaternion import (
@@ -97,7 +97,7 @@ class WGE(torch.nn.Module):
             answer, :obj:`"kl"`, the same with one example per query, or
             :obj:`"filtered-softmax"`, one example per answer whose
             candidates leave the query's other answers out
-            (see :func:`~torch_wge.nn.kge.loss.one_to_n_loss`).
+            (see :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`).
             (default: :obj:`"bce"`)
         n3_weight (float, optional): Weight of the N3 regulariser
             (Lacroix et al. 2018) on the input embeddings of every training
@@ -112,7 +112,7 @@ class WGE(torch.nn.Module):
         num_candidates (int, optional): With :obj:`objective="softmax"`,
             score each training batch against its answers and this many
             entities drawn uniformly for the batch (a sampled softmax, see
-            :func:`~torch_wge.nn.kge.loss.sample_candidates`) instead of all
+            :func:`~torch_wge.nn.decoders.loss.sample_candidates`) instead of all
             entities; evaluation always ranks all entities.
             (default: :obj:`None`, all entities)
         channels (int, optional): Deprecated: the real size of each
@@ -325,7 +325,7 @@ class WGE(torch.nn.Module):
             \mathcal{L} = \sum_k \alpha_k \frac{1}{BN} \sum_{b, n}
             \mathrm{BCE}\left(\sigma(f_k(h_b, r_b, n)), (1 - \epsilon) y_{bn} + 1/N\right)
 
-        computed by :func:`~torch_wge.nn.kge.loss.one_to_n_loss` from the
+        computed by :func:`~torch_wge.nn.decoders.loss.one_to_n_loss` from the
         queries and the sparse positives, without holding the logits or the
         targets; in training mode with :obj:`num_candidates`, against the
         batch's sampled candidates only), plus the N3 term when :obj:`n3_weight > 0` and the
@@ -335,7 +335,7 @@ class WGE(torch.nn.Module):
             positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with ``y_{bn} = 1``.
             matmul_dtype (torch.dtype, optional): Dtype of the scoring
                 matmuls (e.g. :obj:`torch.bfloat16`), see
-                :func:`~torch_wge.nn.kge.loss.one_to_n_loss`.
+                :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`.
                 (default: :obj:`None`, the parameters' dtype)
         """
         if self.num_candidates is not None and self.training:
