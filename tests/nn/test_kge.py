@@ -10,8 +10,8 @@ from torch_geometric.nn.kge import ComplEx, DistMult, KGEModel, RotatE, TransE
 from torch_wge.data import kg_triples
 from torch_wge.evaluation import LinkPredictionEvaluator
 from torch_wge.nn import WGE
-from torch_wge.nn.kge import WGEKGE, QuatE
 from torch_wge.nn.decoders.quate_score import quate_score
+from torch_wge.nn.kge import WGEKGE, QuatE
 from torch_wge.testing import random_kg
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 from torch_wge.utils.quaternion import hamilton_product

@@ -5,8 +5,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.kge import KGEModel
 
-from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.nn.decoders.quate_score import quate_score
+from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_conjugate
 
 
