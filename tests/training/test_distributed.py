@@ -326,15 +326,6 @@ def test_convert_replaces_every_batch_norm_and_keeps_its_state():
     assert all(torch.equal(before[k], v) for k, v in decoders.state_dict().items())
 
 
-def test_moved_names_still_import_with_a_warning():
-    from torch_wge.training import distributed
-
-    with pytest.warns(DeprecationWarning, match="torch_wge.nn.norm.SyncedBatchNorm1d"):
-        assert distributed.SyncedBatchNorm1d is SyncedBatchNorm1d
-    with pytest.warns(DeprecationWarning, match="evaluation.sharding"):
-        assert distributed.chunk_shard_bounds is chunk_shard_bounds
-
-
 def test_one_process_context_without_torchrun(monkeypatch):
     for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(name, raising=False)

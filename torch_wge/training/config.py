@@ -65,11 +65,6 @@ RECIPES: Dict[str, Dict[str, Any]] = {
     "large": {**_FAST, "epochs": 80, "warmup_epochs": 1, "candidates": 2000, "eval_every": 2, "weight_decay": 0.0},
 }
 
-#: Settings added to a recipe after runs were saved, each with the value every
-#: run saved before it trained with: a saved run's settings without one (an
-#: older ``config.json`` or checkpoint) take this value, not the recipe's.
-ADDED_SETTINGS: Dict[str, Any] = {"weight_decay": 0.0}
-
 #: Learning rate of each recipe on CoDEx-L, where the research code used a smaller one.
 CODEX_L_LR = {"paper": 1e-4}
 
@@ -227,13 +222,6 @@ class TrainConfig:
     def from_dict(cls, values: dict) -> "TrainConfig":
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
-
-    @classmethod
-    def from_saved(cls, values: dict) -> "TrainConfig":
-        """The settings of a saved run (its ``config.json`` or a checkpoint's):
-        :meth:`from_dict`, with each of :data:`ADDED_SETTINGS` the saved values
-        lack set to the value the run trained with."""
-        return cls.from_dict({**ADDED_SETTINGS, **values})
 
     #: Settings that change the model's parameters or graph; a checkpoint made
     #: under other values of these cannot be resumed or evaluated here.

@@ -51,7 +51,6 @@ import atexit
 import hashlib
 import os
 import pickle
-import warnings
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Callable, Optional, Tuple, TypeVar
@@ -60,8 +59,6 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_wge.evaluation import sharding
-from torch_wge.nn import norm
 from torch_wge.training.model import resolve_device
 
 __all__ = [
@@ -72,28 +69,6 @@ __all__ = [
     "shard_bounds",
     "wrap_data_parallel",
 ]
-
-#: Names that moved, kept importable from here for one release.
-_MOVED = {
-    "SyncedBatchNorm1d": ("torch_wge.nn.norm.SyncedBatchNorm1d", norm.SyncedBatchNorm1d),
-    "chunk_shard_bounds": ("torch_wge.evaluation.sharding.chunk_shard_bounds", sharding.chunk_shard_bounds),
-    "sharded_ranks": ("torch_wge.evaluation.sharding.sharded_ranks", sharding.sharded_ranks),
-    "sync_decoder_batch_norm": (
-        "torch_wge.nn.norm.SyncedBatchNorm1d.convert(model.decoders, group)",
-        lambda model, process_group=None: norm.SyncedBatchNorm1d.convert(model.decoders, process_group),
-    ),
-}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        new_name, value = _MOVED[name]
-        warnings.warn(
-            f"torch_wge.training.distributed.{name} is deprecated; use {new_name}", DeprecationWarning, stacklevel=2
-        )
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 T = TypeVar("T")
 

@@ -23,7 +23,6 @@ from torch_wge.training.checkpoint import (
     load_checkpoint,
     save_checkpoint,
     triples_fingerprint,
-    upgrade_optimizer_state,
 )
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
@@ -296,11 +295,7 @@ class Trainer:
 
     def _restore(self, state: Dict[str, Any], path: Union[str, Path]) -> None:
         validation.load_weights(self.model, state["model"], path)
-        try:
-            saved = upgrade_optimizer_state(state["model"], state["optimizer"], self.model)
-        except (KeyError, TypeError) as error:
-            raise validation.StoredError(f"{path}: optimizer: does not fit the model ({error})") from None
-        validation.load_optimizer(self.optimizer, saved, path)
+        validation.load_optimizer(self.optimizer, state["optimizer"], path)
         if self.ema is not None:
             if "ema" not in state:
                 raise validation.StoredError(f"{path}: ema: missing, while the run averages its weights")

@@ -57,7 +57,7 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
     Every field present must have its type (``"channels": "abc"``, ``8.0``
     or ``true`` is refused for the integer ``channels``; an integer is
     accepted where a float is expected); fields absent take their defaults
-    (see :meth:`TrainConfig.from_saved`), unknown ones are ignored; then :meth:`TrainConfig.validate` checks the
+    unknown ones are ignored; then :meth:`TrainConfig.validate` checks the
     values.
 
     Raises:
@@ -71,7 +71,7 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
         if not _is(values[name], kind):
             raise StoredError(f"{path}: {where}setting {name!r} must be {_name(kind)}, found {_short(values[name])}")
     try:
-        config = TrainConfig.from_saved(dict(values))
+        config = TrainConfig.from_dict(dict(values))
         config.validate()
     except ValueError as error:
         raise StoredError(f"{path}: {where}{error}") from None

@@ -1,4 +1,3 @@
-import warnings
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -7,13 +6,11 @@ from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
-from torch_wge.nn.conv.two_view_conv import quaternion_from_conv
 from torch_wge.nn.decoders import QuatEDecoder
 from torch_wge.nn.decoders.loss import OBJECTIVES, one_to_n_loss, sample_candidates
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
 from torch_wge.utils.quaternion import (
-    check_quaternion_size,
     hamilton_product,
     normalize_quaternion,
     quaternion_conjugate,
@@ -115,10 +112,6 @@ class WGE(torch.nn.Module):
             :func:`~torch_wge.nn.decoders.loss.sample_candidates`) instead of all
             entities; evaluation always ranks all entities.
             (default: :obj:`None`, all entities)
-        channels (int, optional): Deprecated: the real size of each
-            embedding, :obj:`4 * hidden_channels`.
-        conv (str, optional): Deprecated: :obj:`"gcn"` is
-            :obj:`quaternion=False`.
 
     The encoder keeps each view's normalised adjacency for the graph it was
     computed from (:class:`~torch_wge.nn.QuaternionGCNConv`'s
@@ -152,20 +145,9 @@ class WGE(torch.nn.Module):
         n3_weight: float = 0.0,
         relation_prediction_weight: float = 0.0,
         num_candidates: Optional[int] = None,
-        channels: Optional[int] = None,
-        conv: Optional[str] = None,
     ):
         super().__init__()
         name = self.__class__.__name__
-        if channels is not None:
-            warnings.warn(
-                f"'{name}(channels=...)' is deprecated: pass hidden_channels={channels // 4} "
-                f"(quaternions, as PyG's KGE models count them)",
-                DeprecationWarning,
-            )
-            hidden_channels = check_quaternion_size(channels, f"'{name}' channels")
-        if conv is not None:
-            quaternion = quaternion_from_conv(name, conv)
         if num_candidates is not None and (objective != "softmax" or num_candidates < 1):
             raise ValueError(
                 f"'{name}' num_candidates needs objective='softmax' and a positive count, "
