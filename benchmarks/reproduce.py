@@ -56,7 +56,7 @@ ROWS = {
     "codex-s/ablation/with-relation-edges": dict(relation_edges=True),
     # Figure 2: sensitivity to beta and to the embedding size (CoDEx-S validation)
     **{f"codex-s/beta/{b / 10:.1f}": dict(beta=b / 10) for b in range(1, 10)},
-    **{f"codex-s/channels/{c}": dict(channels=c) for c in (32, 64, 128, 256, 512, 1024)},
+    **{f"codex-s/hidden-channels/{h}": dict(hidden_channels=h) for h in (8, 16, 32, 64, 128, 256)},
 }
 
 

@@ -40,7 +40,7 @@ CONFIG_HELP = {
     "eval_every": "validate every this many epochs",
     "ema_decay": "decay of an exponential moving average of the weights per optimiser step, used for validation, the best checkpoint and test (0: off, the trained weights)",
     "weight_decay": "AdamW's decoupled weight decay: each step shrinks every parameter by lr * this before the Adam update (0: off, plain Adam)",
-    "channels": "real size of every embedding, a multiple of 4",
+    "hidden_channels": "size of every embedding in quaternions (4 real numbers each)",
     "num_layers": "encoder layers K (0: plain QuatE)",
     "alpha0": "weight of layer 0 in the score; the others get (1 - alpha0) / K",
     "beta": "fraction of (r_s, r_o) relation pairs whose RF constraints are kept, in [0, 1]",
@@ -112,7 +112,7 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
         if isinstance(error, RunFolderHoldsRun):  # the Python wording names fit(resume=True)
             message = f"{error.folder} already holds a run; add --resume to continue it, or choose another --out"
         if _is_out_of_memory(error):
-            message = f"out of memory ({message}); try a smaller --channels, --batch-size or --eval-batch-size"
+            message = f"out of memory ({message}); try a smaller --hidden-channels, --batch-size or --eval-batch-size"
         elif lost_peer:
             message = f"another process of the run ended (see its own message); stopped: {message[:160]}"
         rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""

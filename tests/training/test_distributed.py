@@ -42,7 +42,7 @@ def make_config(**kwargs):
         recipe="paper",  # the tolerances below were set under its Adam and 1-N BCE
         dataset="random",
         epochs=1,
-        channels=16,
+        hidden_channels=4,
         batch_size=101,
         lr=0.01,
         eval_every=1,

@@ -17,7 +17,7 @@ def data():
 
 def config(**kwargs):
     defaults = dict(
-        recipe="paper", dataset="random", epochs=6, channels=16, batch_size=32, lr=0.01, eval_every=2, seed=3
+        recipe="paper", dataset="random", epochs=6, hidden_channels=4, batch_size=32, lr=0.01, eval_every=2, seed=3
     )
     return TrainConfig(**{**defaults, **kwargs})
 
@@ -54,8 +54,8 @@ def test_refuses_to_overwrite_and_to_resume_nothing(data, tmp_path):
 
 def test_mismatched_and_corrupt_checkpoints(data, tmp_path):
     Trainer(config(epochs=1), data, tmp_path, progress=False).fit()
-    with pytest.raises(CheckpointError, match="channels: checkpoint 16, here 32"):
-        Trainer(config(epochs=2, channels=32), data, tmp_path, progress=False).fit(resume=True)
+    with pytest.raises(CheckpointError, match="hidden_channels: checkpoint 4, here 8"):
+        Trainer(config(epochs=2, hidden_channels=8), data, tmp_path, progress=False).fit(resume=True)
     other = random_kg(41, 4, 400, seed=5)
     other = T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(other)
     with pytest.raises(CheckpointError, match="num_entities: checkpoint 40, here 41"):

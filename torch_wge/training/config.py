@@ -74,7 +74,10 @@ class TrainConfig:
     r"""Every setting of a training run.
 
     Model settings default to the paper's best on CoDEx-S (:math:`K = 2`,
-    256 real channels, :math:`\alpha_0 = 0.9`, :math:`\beta = 0.2`). The
+    64 quaternions per embedding, i.e. 256 real numbers, :math:`\alpha_0 = 0.9`,
+    :math:`\beta = 0.2`). :obj:`hidden_channels` counts quaternions, as the
+    models (:class:`~torch_wge.nn.WGE`) and PyG's KGE models count their
+    units. The
     optimisation settings left ``None`` are filled in from :obj:`recipe`
     (``"fast"`` unless named; see :data:`RECIPES`); a value given explicitly always wins, so
     ``TrainConfig(recipe="paper", epochs=300)`` is the paper's recipe cut to
@@ -122,7 +125,7 @@ class TrainConfig:
     eval_every: Optional[int] = None
     ema_decay: Optional[float] = None
     weight_decay: Optional[float] = None
-    channels: int = 256
+    hidden_channels: int = 64
     num_layers: int = 2
     alpha0: float = 0.9
     beta: float = 0.2
@@ -150,10 +153,7 @@ class TrainConfig:
     def validate(self) -> None:
         """Raises :class:`ValueError` with a one-line message on a bad setting."""
         checks = [
-            (
-                self.channels > 0 and self.channels % 4 == 0,
-                f"channels must be a positive multiple of 4, got {self.channels}",
-            ),
+            (self.hidden_channels > 0, f"hidden channels must be positive, got {self.hidden_channels}"),
             (0.0 <= self.beta <= 1.0, f"beta must be in [0, 1], got {self.beta}"),
             (self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}"),
             (
@@ -220,14 +220,21 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+        """The settings ``values`` names (the others take their defaults).
+
+        Raises:
+            ValueError: naming the keys that are no setting.
+        """
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown setting(s) {', '.join(map(repr, unknown))}")
+        return cls(**values)
 
     #: Settings that change the model's parameters or graph; a checkpoint made
     #: under other values of these cannot be resumed or evaluated here.
     MODEL_KEYS = (
         "dataset",
-        "channels",
+        "hidden_channels",
         "num_layers",
         "alpha0",
         "views",

@@ -37,7 +37,7 @@ def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.devic
     """Raises :class:`ValueError` when the model's parameters with their
     gradients and Adam state (a lower bound of what training needs) exceed
     the memory of ``device``."""
-    c = config.channels
+    c = 4 * config.hidden_channels  # real numbers per embedding
     embeddings = (graph["num_entities"] + 2 * graph["num_relations"]) * c
     layers = config.num_layers * c * c // 4
     needed = 16 * (embeddings + layers)  # float32 weights, gradients and two Adam moments
@@ -47,7 +47,8 @@ def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.devic
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if needed > available:
         # the option whose parameters are the larger part
-        cause = f"num_layers {config.num_layers} (channels {c})" if layers > embeddings else f"channels {c}"
+        size = f"hidden_channels {config.hidden_channels}"
+        cause = f"num_layers {config.num_layers} ({size})" if layers > embeddings else size
         raise ValueError(
             f"{cause}: the model needs at least {needed / 2**30:.1f} GiB for its parameters, "
             f"gradients and optimiser state, more than the {available / 2**30:.1f} GiB of {device}"
@@ -59,7 +60,7 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
     return WGE(
         int(data.num_nodes),
         num_kg_relations(data),
-        hidden_channels=config.channels // 4,
+        hidden_channels=config.hidden_channels,
         num_layers=config.num_layers,
         alpha0=config.alpha0,
         dropout=config.dropout,

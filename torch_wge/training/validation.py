@@ -54,10 +54,10 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
     """The :class:`TrainConfig` of stored ``values`` (a ``config.json``, or
     the ``config`` of a checkpoint, then ``where="config: "``).
 
-    Every field present must have its type (``"channels": "abc"``, ``8.0``
-    or ``true`` is refused for the integer ``channels``; an integer is
-    accepted where a float is expected); fields absent take their defaults
-    unknown ones are ignored; then :meth:`TrainConfig.validate` checks the
+    Every field present must have its type (``"hidden_channels": "abc"``, ``8.0``
+    or ``true`` is refused for the integer ``hidden_channels``; an integer is
+    accepted where a float is expected); fields absent take their defaults,
+    unknown ones are refused; then :meth:`TrainConfig.validate` checks the
     values.
 
     Raises:
