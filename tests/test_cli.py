@@ -506,6 +506,21 @@ def test_help_states_each_default_once():
             assert text.count("(default:") <= 1 and "(default: None)" not in text, (name, action.dest, text)
 
 
+def test_each_setting_option_shows_the_help_of_its_field():
+    import argparse
+    import dataclasses
+
+    from torch_wge.cli import build_parser
+    from torch_wge.training import TrainConfig
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    options = {action.dest: action for action in commands.choices["train"]._actions}
+    for field in dataclasses.fields(TrainConfig):
+        assert field.metadata["help"], field.name
+        assert options[field.name].help.startswith(field.metadata["help"]), field.name
+        assert options[field.name].option_strings[0] == "--" + field.name.replace("_", "-")
+
+
 def test_a_used_run_folder_and_an_unknown_entity_are_worded_for_the_command_line(trained, kg_folder, capsys):
     assert main(TRAIN + ["--dataset", str(kg_folder), "--out", str(trained)]) == 2
     line = capsys.readouterr().err.strip()
