@@ -18,11 +18,11 @@ import torch.multiprocessing as mp
 import torch_geometric.transforms as T
 
 from torch_wge.evaluation import LinkPredictionEvaluator
-from torch_wge.evaluation.sharding import chunk_shard_bounds
+from torch_wge.evaluation.sharding import shard_bounds
 from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.testing import random_kg
 from torch_wge.training import TrainConfig, Trainer, load_checkpoint, split_triples
-from torch_wge.training.distributed import BatchLoss, DistributedContext, shard_bounds, wrap_data_parallel
+from torch_wge.training.distributed import BatchLoss, DistributedContext, wrap_data_parallel
 from torch_wge.training.inference import evaluate_model
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
@@ -300,7 +300,7 @@ def test_shard_bounds_cover_every_item_once():
             assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
             assert max(b - a for a, b in parts) - min(b - a for a, b in parts) <= 1
             for chunk in (1, 3, 64):
-                parts = [chunk_shard_bounds(size, chunk, r, world) for r in range(world)]
+                parts = [shard_bounds(size, r, world, chunk=chunk) for r in range(world)]
                 covered = [i for a, b in parts for i in range(a, b)]
                 assert covered == list(range(size))
                 assert all(a % chunk == 0 for a, b in parts if b > a)

@@ -59,6 +59,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from torch_wge.evaluation.sharding import shard_bounds
 from torch_wge.training.model import resolve_device
 
 __all__ = [
@@ -66,22 +67,10 @@ __all__ = [
     "BatchLoss",
     "dropout_seed",
     "is_collective_failure",
-    "shard_bounds",
     "wrap_data_parallel",
 ]
 
 T = TypeVar("T")
-
-
-def shard_bounds(size: int, rank: int, world_size: int) -> Tuple[int, int]:
-    r"""The contiguous part ``[start, stop)`` of ``range(size)`` of process
-    ``rank`` of ``world_size``; part sizes differ by at most one.
-
-    Example:
-        >>> [shard_bounds(5, rank, 2) for rank in range(2)]
-        [(0, 2), (2, 5)]
-    """
-    return size * rank // world_size, size * (rank + 1) // world_size
 
 
 def dropout_seed(seed: int, epoch: int, rank: int) -> int:
@@ -210,7 +199,7 @@ class DistributedContext:
         return self.rank == 0
 
     def shard(self, size: int) -> Tuple[int, int]:
-        """This process's contiguous part of ``range(size)`` (:func:`shard_bounds`)."""
+        """This process's contiguous part of ``range(size)`` (:func:`~torch_wge.evaluation.sharding.shard_bounds`)."""
         return shard_bounds(size, self.rank, self.world_size)
 
     # -------------------------------------------------------- collectives

@@ -7,6 +7,7 @@ from torch_geometric.nn.kge import KGEModel
 
 from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.nn.models.wge import WGE, EncodedGraph
+from torch_wge.utils.triples import add_inverse_triples
 
 
 class WGEKGE(OneToNTest, KGEModel):
@@ -91,10 +92,9 @@ class WGEKGE(OneToNTest, KGEModel):
         return self.wge.score_triples(self._encode(), head_index, rel_type, tail_index)
 
     def loss(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
-        heads = torch.cat([head_index, tail_index])
-        relations = torch.cat([rel_type, rel_type + self.num_relations])
-        positives = torch.stack([torch.arange(heads.numel(), device=heads.device), torch.cat([tail_index, head_index])])
-        return self.wge.loss(self._encode(), heads, relations, positives)
+        queries = add_inverse_triples(torch.stack([head_index, rel_type, tail_index], dim=1), self.num_relations)
+        positives = torch.stack([torch.arange(queries.size(0), device=queries.device), queries[:, 2]])
+        return self.wge.loss(self._encode(), queries[:, 0], queries[:, 1], positives)
 
     def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
         r"""Encodes the graph once and returns ``score_fn(entities [B],
