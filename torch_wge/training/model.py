@@ -56,7 +56,20 @@ def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.devic
 
 
 def build_model(config: TrainConfig, data: Data) -> WGE:
-    """The :class:`~torch_wge.nn.WGE` model that ``config`` describes, for ``data``'s sizes."""
+    """The :class:`~torch_wge.nn.WGE` model that ``config`` describes, for
+    ``data``'s sizes: the one mapping of the settings to the model, used by
+    the trainer, by inference from checkpoints and by scripts that train a
+    model in their own loop. The graph settings (:obj:`beta`,
+    :obj:`predicate_entities`, :obj:`relation_edges`) shape ``data``'s views
+    instead (:func:`~torch_wge.training.graph_transform`); the optimisation
+    settings are the training loop's.
+
+    Example:
+        >>> from torch_wge.testing import random_kg
+        >>> model = build_model(TrainConfig(hidden_channels=4, num_layers=1), random_kg(10, 2, 30, seed=0))
+        >>> model.hidden_channels, model.num_layers, model.entity_embedding.weight.shape
+        (4, 1, torch.Size([10, 16]))
+    """
     return WGE(
         int(data.num_nodes),
         num_kg_relations(data),
