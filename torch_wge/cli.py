@@ -60,8 +60,8 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
     from torch_wge.datasets import DownloadError
     from torch_wge.training import CheckpointError
     from torch_wge.training.distributed import is_collective_failure
-    from torch_wge.training.run_folder import RunFolderBusy
-    from torch_wge.training.trainer import RunFolderHoldsRun, TrainingError
+    from torch_wge.training.run_folder import RunFolderBusy, RunFolderHoldsRun
+    from torch_wge.training.trainer import TrainingError
 
     expected = (CliError, CheckpointError, DownloadError, RunFolderBusy, TrainingError, ValueError, KeyError, OSError)
     try:
