@@ -215,7 +215,7 @@ class LinkPredictionEvaluator:
         argument of :func:`~torch_wge.evaluation.filtered_ranks`, ``[2, F]``."""
         start, stop = self._check_range(start, stop)
         rows, cols = self._filter_pairs(start, stop, self._tensors_on(torch.device("cpu")))
-        if rows is None:
+        if rows is None or cols is None:
             return torch.empty((2, 0), dtype=torch.long)
         keep = cols != self.query_target[start:stop][rows]
         return torch.stack([rows[keep], cols[keep]])

@@ -37,7 +37,7 @@ def content_digest(value: Any) -> str:
         if isinstance(item, Tensor):
             flat = item.detach().cpu().contiguous().reshape(-1)
             digest.update(f"tensor {flat.dtype} {tuple(item.shape)}\n".encode())
-            digest.update(flat.view(torch.uint8).numpy())
+            digest.update(flat.view(torch.uint8).numpy())  # type: ignore[arg-type]  # numpy stubs: ndarray is a Buffer only from Python 3.12
         elif isinstance(item, dict):
             digest.update(f"dict {len(item)}\n".encode())
             for key, entry in item.items():

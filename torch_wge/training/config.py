@@ -85,7 +85,7 @@ class TrainConfig:
     :math:`\beta = 0.2`). :obj:`hidden_channels` counts quaternions, as the
     models (:class:`~torch_wge.nn.WGE`) and PyG's KGE models count their
     units. The
-    optimisation settings left ``None`` are filled in from :obj:`recipe`
+    optimisation settings not given (or given as ``None``) are filled in from :obj:`recipe`
     (``"fast"`` unless named; see :data:`RECIPES`); a value given explicitly always wins, so
     ``TrainConfig(recipe="paper", epochs=300)`` is the paper's recipe cut to
     300 epochs.
@@ -126,46 +126,46 @@ class TrainConfig:
         "'paper' (the paper's setting: 3000 epochs) or 'large' (the fast recipe for graphs of CoDEx-M's size:"
         " 80 epochs, sampled softmax); explicit options override it",
     )
-    epochs: Optional[int] = setting(None, "number of training epochs")
-    batch_size: Optional[int] = setting(
+    epochs: int = setting(None, "number of training epochs")
+    batch_size: int = setting(
         None,
         "(head, relation) queries per batch, at least 2 (a lone last query joins the batch before it)",
     )
-    lr: Optional[float] = setting(None, "Adam learning rate (the peak of the schedule)")
-    schedule: Optional[str] = setting(
+    lr: float = setting(None, "Adam learning rate (the peak of the schedule)")
+    schedule: str = setting(
         None,
         "learning-rate schedule: constant, or cosine (linear warm-up, then cosine decay to 0 at the last epoch)",
     )
-    warmup_epochs: Optional[int] = setting(None, "epochs of linear warm-up of the cosine schedule")
-    objective: Optional[str] = setting(
+    warmup_epochs: int = setting(None, "epochs of linear warm-up of the cosine schedule")
+    objective: str = setting(
         None,
         "training loss: bce (1-N binary cross-entropy, the paper's), softmax (1-vs-all cross-entropy, one "
         "example per answer), kl (the same, one example per query) or filtered-softmax (one example per "
         "answer, the query's other answers left out of its candidates)",
     )
-    candidates: Optional[int] = setting(
+    candidates: int = setting(
         None,
         "with --objective softmax: score each batch against its answers and this many entities drawn for it "
         "(a sampled softmax, for large graphs) instead of all entities, 0 for all; evaluation ranks all",
     )
-    label_smoothing: Optional[float] = setting(None, "label smoothing epsilon of the 1-N targets")
-    dropout: Optional[float] = setting(None, "dropout on each decoder's query")
-    grad_clip: Optional[float] = setting(None, "gradient-norm clipping threshold (0: off)")
-    n3: Optional[float] = setting(
+    label_smoothing: float = setting(None, "label smoothing epsilon of the 1-N targets")
+    dropout: float = setting(None, "dropout on each decoder's query")
+    grad_clip: float = setting(None, "gradient-norm clipping threshold (0: off)")
+    n3: float = setting(
         None,
         "weight of the N3 regulariser on the embeddings of each batch's triples (0: off)",
     )
-    relation_prediction: Optional[float] = setting(
+    relation_prediction: float = setting(
         None,
         "weight of relation prediction as an auxiliary objective (0: off)",
     )
-    eval_every: Optional[int] = setting(None, "validate every this many epochs")
-    ema_decay: Optional[float] = setting(
+    eval_every: int = setting(None, "validate every this many epochs")
+    ema_decay: float = setting(
         None,
         "decay of an exponential moving average of the weights per optimiser step, used for validation, the "
         "best checkpoint and test (0: off, the trained weights)",
     )
-    weight_decay: Optional[float] = setting(
+    weight_decay: float = setting(
         None,
         "AdamW's decoupled weight decay: each step shrinks every parameter by lr * this before the Adam "
         "update (0: off, plain Adam)",

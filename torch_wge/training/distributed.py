@@ -53,13 +53,14 @@ import os
 import pickle
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Callable, Optional, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from torch_wge.evaluation.sharding import shard_bounds
+from torch_wge.nn import WGE
 from torch_wge.training.model import resolve_device
 
 __all__ = [
@@ -95,10 +96,10 @@ def is_collective_failure(error: BaseException) -> bool:
 
 def _process_device(device: Optional[str], local_rank: int) -> torch.device:
     """``cuda:LOCAL_RANK`` for a CUDA run of several processes, else ``device``."""
-    device = resolve_device(device)
-    if device.type != "cuda":
-        return device
-    if device.index is not None:
+    resolved = resolve_device(device)
+    if resolved.type != "cuda":
+        return resolved
+    if resolved.index is not None:
         raise ValueError(
             f"under torchrun every process uses cuda:LOCAL_RANK; got device {device}. "
             f"Pass --device cuda (or no --device) instead"
@@ -182,8 +183,10 @@ class DistributedContext:
         backend = backend or ("nccl" if process_device.type == "cuda" else "gloo")
         if process_device.type == "cuda":
             torch.cuda.set_device(process_device)
-        kwargs = {"timeout": timeout} if timeout is not None else {}
-        dist.init_process_group(backend, rank=rank, world_size=world_size, **kwargs)
+        if timeout is None:
+            dist.init_process_group(backend, rank=rank, world_size=world_size)
+        else:
+            dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timeout)
         atexit.register(_destroy_process_group)
         return cls(rank, world_size, local_rank, process_device, backend)
 
@@ -230,7 +233,7 @@ class DistributedContext:
         machine only)."""
         if not self.enabled:
             return fn()
-        payload = [None]
+        payload: List[Any] = [None]
         if self.is_main:
             try:
                 payload[0] = (True, fn())
@@ -253,7 +256,6 @@ class DistributedContext:
         if not self.enabled:
             return fn()
         turn = 0 if self.is_main else (1 if self.local_rank == 0 else 2)
-        result = None
         for phase in range(3):
             if phase == turn:
                 result = fn()
@@ -284,7 +286,7 @@ class BatchLoss(torch.nn.Module):
         - **output:** a scalar
     """
 
-    def __init__(self, model: torch.nn.Module, graph_inputs: dict, matmul_dtype: Optional[torch.dtype] = None):
+    def __init__(self, model: WGE, graph_inputs: dict, matmul_dtype: Optional[torch.dtype] = None):
         super().__init__()
         self.model = model
         self.graph_inputs = graph_inputs

@@ -2,7 +2,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Union, cast
 
 import torch
 from torch_geometric.data import Data
@@ -10,6 +10,7 @@ from tqdm.auto import tqdm
 
 from torch_wge import __version__, io
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
+from torch_wge.nn import WGE
 from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.training import validation
 from torch_wge.training.checkpoint import CheckpointError, save_checkpoint, triples_fingerprint
@@ -21,7 +22,7 @@ from torch_wge.training.inference import evaluate_model
 from torch_wge.training.model import build_model, check_memory
 from torch_wge.training.precision import PRECISIONS, float32_matmul_precision
 from torch_wge.training.queries import TrainingQueries
-from torch_wge.training.run_folder import RunLog, open_run_folder, repair_best
+from torch_wge.training.run_folder import RunLock, RunLog, open_run_folder, repair_best
 
 
 class TrainingError(RuntimeError):
@@ -138,6 +139,7 @@ class Trainer:
             for split in ("valid", "test")
         }
         self.log = RunLog(self.out_dir / "log.jsonl", enabled=self.dist.is_main)
+        self._lock: Optional[RunLock] = None  # held while fit() runs
         self.epoch = 0
         self.wall_seconds = 0.0  # training and validation time over all sessions of this run
         self.best: Dict[str, Any] = {"epoch": None, "mrr": -math.inf, "evaluations_since": 0}
@@ -180,10 +182,10 @@ class Trainer:
         return total / max(batches, 1)
 
     @property
-    def evaluated_model(self) -> torch.nn.Module:
+    def evaluated_model(self) -> WGE:
         """The model that is validated, kept as the best and tested: the
         weights' moving average with ``ema_decay > 0``, else the model trained."""
-        return self.model if self.ema is None else self.ema.model
+        return self.model if self.ema is None else cast(WGE, self.ema.model)  # the average is a copy of the model
 
     def evaluate(self, split: str = "valid", trained: bool = False) -> LinkPredictionResults:
         """Filtered ranking of ``split`` (valid or test) by :attr:`evaluated_model`
@@ -291,7 +293,7 @@ class Trainer:
         # the run folder is read and written by rank 0 only (other machines may not see it);
         # an error there is raised in every process
         state = self.dist.on_main(lambda: self._open_run_folder(resume))
-        if resume:
+        if state is not None:  # resumed
             self._restore(state, self.out_dir / "last.pt")
         cfg = self.config
         show = self.progress and self.dist.is_main

@@ -66,6 +66,11 @@ class OneToNTest:
     the graph for :class:`~torch_wge.nn.kge.WGEKGE`) instead of :math:`N` /
     :obj:`batch_size` calls of ``forward`` per triple."""
 
+    # of the KGEModel it is mixed into
+    num_nodes: int
+    hidden_channels: int
+    query_score_fn: Callable[[], Callable[[Tensor, Tensor], Tensor]]
+
     @torch.no_grad()
     def test(
         self,

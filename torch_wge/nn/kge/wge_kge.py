@@ -1,9 +1,10 @@
-from typing import Callable
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn.kge import KGEModel
+from torch_geometric.typing import Adj
 
 from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.nn.models.wge import WGE, EncodedGraph
@@ -59,8 +60,11 @@ class WGEKGE(OneToNTest, KGEModel):
         self.wge = WGE(num_nodes, num_relations, hidden_channels=hidden_channels, **kwargs)
         self.data = data
         self.wge.graph_inputs(data)  # fails early when a view is missing
-        self._graph_inputs, self._graph_key, self._graph_data = {}, None, None
-        self._encoded, self._encoded_key = None, None
+        self._graph_inputs: Dict[str, Adj] = {}
+        self._graph_key: Optional[Tuple[Any, ...]] = None
+        self._graph_data: Optional[Data] = None
+        self._encoded: Optional[EncodedGraph] = None
+        self._encoded_key: Optional[Tuple[Any, ...]] = None
 
     @property
     def node_emb(self) -> torch.nn.Embedding:
@@ -83,9 +87,9 @@ class WGEKGE(OneToNTest, KGEModel):
             self._encoded, self._encoded_key = None, None
             return self.wge.encode(**self._graph_inputs)
         # evaluation: one encoding while no parameter or buffer changes
-        key = (self._graph_key, tuple(t._version for t in (*self.parameters(), *self.buffers())))
-        if self._encoded_key != key:
-            self._encoded, self._encoded_key = self.wge.encode(**self._graph_inputs), key
+        versions = (self._graph_key, tuple(t._version for t in (*self.parameters(), *self.buffers())))
+        if self._encoded is None or self._encoded_key != versions:
+            self._encoded, self._encoded_key = self.wge.encode(**self._graph_inputs), versions
         return self._encoded
 
     def forward(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:

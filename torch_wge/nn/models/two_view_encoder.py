@@ -1,4 +1,4 @@
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, cast
 
 import torch
 from torch import Tensor
@@ -66,7 +66,7 @@ class TwoViewEncoder(torch.nn.Module):
         self.convs = torch.nn.ModuleList(TwoViewConv(channels, channels, **kwargs) for _ in range(num_layers))
 
     def reset_parameters(self):
-        for conv in self.convs:
+        for conv in cast(List[TwoViewConv], self.convs):
             conv.reset_parameters()
 
     def forward(

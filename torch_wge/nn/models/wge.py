@@ -1,5 +1,5 @@
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, cast
 
 import torch
 from torch import Tensor
@@ -128,6 +128,8 @@ class WGE(torch.nn.Module):
         torch.Size([1, 5])
     """
 
+    layer_weights: Tensor  # [K + 1], a buffer
+
     def __init__(
         self,
         num_entities: int,
@@ -214,7 +216,7 @@ class WGE(torch.nn.Module):
         torch.nn.init.xavier_normal_(self.relation_embedding.weight)
         if self.encoder is not None:
             self.encoder.reset_parameters()
-        for decoder in self.decoders:
+        for decoder in cast(List[QuatEDecoder], self.decoders):
             decoder.reset_parameters()
 
     def graph_inputs(self, data: Data, sparse: bool = True) -> dict:
@@ -267,7 +269,7 @@ class WGE(torch.nn.Module):
         r"""Each layer's decoder query for ``(heads[b], relations[b])``, ``[K + 1, B, C]``.
         Each layer's relation table ``[2R, C]`` is normalised once, before its rows are gathered."""
         queries = []
-        for decoder, x, rel in zip(self.decoders, encoded.entities, encoded.relations):
+        for decoder, x, rel in zip(cast(List[QuatEDecoder], self.decoders), encoded.entities, encoded.relations):
             unit_relations = normalize_quaternion(rel).index_select(0, relations)
             queries.append(decoder.query(x.index_select(0, heads), unit_relations, normalized=True))
         return torch.stack(queries)
@@ -361,12 +363,12 @@ class WGE(torch.nn.Module):
         :math:`k` without the decoder's batch norm and dropout, so that all
         relations are scored with one matmul ``[T, C] @ [C, 2R]``."""
         rows, tails = positives
-        total = 0.0
+        losses = []
         for weight, x, rel in zip(self.layer_weights.tolist(), encoded.entities, encoded.relations):
             pair = hamilton_product(quaternion_conjugate(x.index_select(0, heads[rows])), x.index_select(0, tails))
             logits = pair @ normalize_quaternion(rel).t()  # [T, 2R]
-            total = total + weight * torch.nn.functional.cross_entropy(logits, relations[rows])
-        return total
+            losses.append(weight * torch.nn.functional.cross_entropy(logits, relations[rows]))
+        return sum(losses[1:], losses[0])
 
     @staticmethod
     def n3(encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
