@@ -265,9 +265,7 @@ def run_evaluate(args) -> None:
         args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
     )
     assert dataset is not None  # read for the checkpoint's settings (no graph was passed)
-    names = dataset.relation_names
-    labels = getattr(dataset, "relation_labels", None) or [None] * len(names)
-    labelled = [f"{name} ({label})" if label else name for name, label in zip(names, labels)]
+    labelled = dataset.labelled_relation_names
     print(results.format(per_relation=args.per_relation, relation_names=labelled))
     if args.json:
         io.write_json(
