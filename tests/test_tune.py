@@ -29,7 +29,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 SPACE = {
     "lr": {"type": "float", "low": 1e-3, "high": 5e-2, "log": True},
     "num_layers": {"type": "categorical", "choices": [1, 2]},
-    "channels": {"type": "categorical", "choices": [8, 16]},
+    "hidden_channels": {"type": "categorical", "choices": [2, 4]},
 }
 
 
@@ -252,7 +252,7 @@ def test_a_space_file_that_is_no_json_is_one_line(kg_folder, tmp_path, capsys):
     [
         ({"learning_rate": 0.1}, "learning_rate: unknown setting"),
         ({"lr": "fast"}, "lr: setting 'lr' must be a number, found 'fast'"),
-        ({"channels": 10}, "channels: channels must be a positive multiple of 4, got 10"),
+        ({"hidden_channels": 0}, "hidden_channels: hidden channels must be positive, got 0"),
         ({"objective": "bce", "candidates": 10}, "candidates needs --objective softmax"),
     ],
 )
@@ -275,7 +275,7 @@ def test_a_yaml_settings_file_is_read_and_the_command_line_wins(tmp_path):
 
 def test_the_default_space_is_valid_and_drawn_as_given():
     assert check_space(DEFAULT_SPACE, "default") == DEFAULT_SPACE
-    chosen = {"num_layers": 3, "lr": 0.005, "batch_size": 512, "channels": 64, "alpha0": 0.6, "beta": 0.4}
+    chosen = {"num_layers": 3, "lr": 0.005, "batch_size": 512, "hidden_channels": 16, "alpha0": 0.6, "beta": 0.4}
     chosen.update(dropout=0.25, label_smoothing=0.05, weight_decay=0.1, epochs=300)
     assert suggest(optuna.trial.FixedTrial(chosen), DEFAULT_SPACE) == chosen
 

@@ -19,42 +19,7 @@ from typing import Callable, List, Optional
 import torch
 
 from torch_wge import io
-from torch_wge.training.config import CHOICES, RECIPES, TrainConfig
-
-CONFIG_HELP = {
-    "dataset": "dataset name (codex-s, codex-m, codex-l, litwd1k, litwd19k, litwd48k, fb15k-237) or a folder of train/valid/test.txt",
-    "root": "folder where datasets are downloaded and cached",
-    "recipe": "training recipe: 'fast' (larger learning rate, warm-up, cosine decay, weight decay, 500 epochs), 'paper' (the paper's setting: 3000 epochs) or 'large' (the fast recipe for graphs of CoDEx-M's size: 80 epochs, sampled softmax); explicit options override it",
-    "epochs": "number of training epochs",
-    "batch_size": "(head, relation) queries per batch, at least 2 (a lone last query joins the batch before it)",
-    "lr": "Adam learning rate (the peak of the schedule)",
-    "schedule": "learning-rate schedule: constant, or cosine (linear warm-up, then cosine decay to 0 at the last epoch)",
-    "warmup_epochs": "epochs of linear warm-up of the cosine schedule",
-    "objective": "training loss: bce (1-N binary cross-entropy, the paper's), softmax (1-vs-all cross-entropy, one example per answer), kl (the same, one example per query) or filtered-softmax (one example per answer, the query's other answers left out of its candidates)",
-    "candidates": "with --objective softmax: score each batch against its answers and this many entities drawn for it (a sampled softmax, for large graphs) instead of all entities, 0 for all; evaluation ranks all",
-    "label_smoothing": "label smoothing epsilon of the 1-N targets",
-    "dropout": "dropout on each decoder's query",
-    "grad_clip": "gradient-norm clipping threshold (0: off)",
-    "n3": "weight of the N3 regulariser on the embeddings of each batch's triples (0: off)",
-    "relation_prediction": "weight of relation prediction as an auxiliary objective (0: off)",
-    "eval_every": "validate every this many epochs",
-    "ema_decay": "decay of an exponential moving average of the weights per optimiser step, used for validation, the best checkpoint and test (0: off, the trained weights)",
-    "weight_decay": "AdamW's decoupled weight decay: each step shrinks every parameter by lr * this before the Adam update (0: off, plain Adam)",
-    "channels": "real size of every embedding, a multiple of 4",
-    "num_layers": "encoder layers K (0: plain QuatE)",
-    "alpha0": "weight of layer 0 in the score; the others get (1 - alpha0) / K",
-    "beta": "fraction of (r_s, r_o) relation pairs whose RF constraints are kept, in [0, 1]",
-    "predicate_entities": "use predicate entities in the relation-focused view (off: ablation 1)",
-    "relation_edges": "add r_s - r_o edges to the relation-focused view (the published code does not)",
-    "views": "two-view (WGE) or an ablation: entity, relation, levi",
-    "conv": "quaternion (QGNN) or gcn (ablation 2)",
-    "eval_batch_size": "queries scored at once during evaluation",
-    "patience": "stop after this many validations without improvement (default: never)",
-    "time_limit": "stop training after the epoch in which this many minutes of training and validation have passed, then evaluate the best checkpoint (a stopped run resumes with --resume) (default: no limit)",
-    "precision": "float32; tf32 (TensorFloat-32 matmuls on CUDA, training and evaluation); bf16 (bfloat16 operands for the training loss's scoring matmuls, the bulk of an epoch; slower on CPUs without bf16 instructions)",
-    "seed": "random seed",
-    "device": "cpu, cuda, cuda:1, ... (default: cuda when available)",
-}
+from torch_wge.training.config import CHOICES, RECIPES, TrainConfig, setting_help
 
 
 class CliError(Exception):
@@ -95,8 +60,8 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
     from torch_wge.datasets import DownloadError
     from torch_wge.training import CheckpointError
     from torch_wge.training.distributed import is_collective_failure
-    from torch_wge.training.run_folder import RunFolderBusy
-    from torch_wge.training.trainer import RunFolderHoldsRun, TrainingError
+    from torch_wge.training.run_folder import RunFolderBusy, RunFolderHoldsRun
+    from torch_wge.training.trainer import TrainingError
 
     expected = (CliError, CheckpointError, DownloadError, RunFolderBusy, TrainingError, ValueError, KeyError, OSError)
     try:
@@ -112,7 +77,7 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
         if isinstance(error, RunFolderHoldsRun):  # the Python wording names fit(resume=True)
             message = f"{error.folder} already holds a run; add --resume to continue it, or choose another --out"
         if _is_out_of_memory(error):
-            message = f"out of memory ({message}); try a smaller --channels, --batch-size or --eval-batch-size"
+            message = f"out of memory ({message}); try a smaller --hidden-channels, --batch-size or --eval-batch-size"
         elif lost_peer:
             message = f"another process of the run ended (see its own message); stopped: {message[:160]}"
         rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
@@ -132,11 +97,11 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         kind = next((t for t in typing.get_args(types[field.name]) if t is not type(None)), types[field.name])
         if field.name in RECIPES["paper"]:
             shown = ", ".join(f"{name}: {values[field.name]}" for name, values in RECIPES.items())
-            help_text = f"{CONFIG_HELP[field.name]} (default: from --recipe; {shown})"
-        elif "(default:" in CONFIG_HELP[field.name]:  # a default said in words
-            help_text = CONFIG_HELP[field.name]
+            help_text = f"{field.metadata['help']} (default: from --recipe; {shown})"
+        elif "(default:" in field.metadata["help"]:  # a default said in words
+            help_text = field.metadata["help"]
         else:
-            help_text = f"{CONFIG_HELP[field.name]} (default: {field.default})"
+            help_text = f"{field.metadata['help']} (default: {field.default})"
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
         else:
@@ -212,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(predict)
 
     stats = commands.add_parser("stats", help="entities, relations, triples and graph-view sizes of a dataset")
-    stats.add_argument("--dataset", default="codex-s", help=CONFIG_HELP["dataset"] + " (default: codex-s)")
+    stats.add_argument("--dataset", default="codex-s", help=setting_help("dataset") + " (default: codex-s)")
     stats.add_argument("--root", default="data", help="dataset cache folder (default: data)")
     stats.add_argument("--beta", type=float, default=0.2, help="beta of the relation-focused view (default: 0.2)")
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -381,6 +346,7 @@ def run_evaluate(args) -> None:
     results, dataset = evaluate_checkpoint(
         args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
     )
+    assert dataset is not None  # read for the checkpoint's settings (no graph was passed)
     labelled = dataset.labelled_relation_names
     print(results.format(per_relation=args.per_relation, relation_names=labelled))
     if args.json:

@@ -70,9 +70,8 @@ def describe_run(config: Dict[str, Any]) -> str:
     """A short description of a run's settings, e.g. ``"codex-s, WGE, paper recipe"``,
     followed by the recipe's settings the run changed (``"fast recipe, epochs 30,
     batch size 4096"``)."""
-    from torch_wge.training.config import ADDED_SETTINGS, RECIPES
+    from torch_wge.training.config import RECIPES
 
-    config = {**ADDED_SETTINGS, **config}  # a run saved before a setting existed ran without it
     model = "QuatE" if config.get("num_layers") == 0 else "WGE"
     views = config.get("views", "two-view")
     if model == "WGE" and (views != "two-view" or config.get("conv", "quaternion") != "quaternion"):

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torch_wge.nn.kge import loss as loss_module
-from torch_wge.nn.kge.loss import one_to_n_loss
+from torch_wge.nn.decoders import loss as loss_module
+from torch_wge.nn.decoders.loss import one_to_n_loss
 
 WEIGHTS = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
 # unsorted rows, a query with several answers, a repeated pair, a query with none (row 2)

@@ -160,14 +160,6 @@ def test_graph_inputs_read_each_views_edges_and_node_count(data):
     assert adj.to_dense()[data.rf_edge_index[1], data.rf_edge_index[0]].eq(1).all()
 
 
-def test_deprecated_channels_counts_real_numbers():
-    with pytest.warns(DeprecationWarning, match="hidden_channels=3"):
-        model = WGE(10, 2, channels=12)
-    assert model.hidden_channels == 3 and model.entity_embedding.weight.shape == (10, 12)
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="multiple of 4"):
-        WGE(10, 2, channels=10)
-
-
 def test_one_model_on_two_graphs_encodes_each_graph():
     """The encoder's cached adjacencies belong to their graph: a second graph, or
     the graph in another dtype, is never encoded with the first graph's."""

@@ -23,7 +23,7 @@ def data():
 
 
 def small(**kwargs):
-    return TrainConfig(**{**dict(recipe="paper", dataset="random", channels=16, batch_size=64, seed=3), **kwargs})
+    return TrainConfig(**{**dict(recipe="paper", dataset="random", hidden_channels=4, batch_size=64, seed=3), **kwargs})
 
 
 def log_records(folder):
@@ -42,10 +42,10 @@ def run_example_until_it_stops(monkeypatch, *options):
 def test_paper_recipe_is_the_papers_setting():
     config = TrainConfig(recipe="paper")
     # WGE research code, CoDEx-S: Adam 5e-4 constant, batch 1024, 1-N BCE with label smoothing 0.1,
-    # dropout 0.5, gradient clipping 0.5, 3000 epochs, validation every 10; K = 2, 256 channels
+    # dropout 0.5, gradient clipping 0.5, 3000 epochs, validation every 10; K = 2, 64 quaternions (256 real numbers)
     assert (config.lr, config.schedule, config.epochs, config.batch_size) == (5e-4, "constant", 3000, 1024)
     assert (config.objective, config.label_smoothing, config.dropout, config.grad_clip) == ("bce", 0.1, 0.5, 0.5)
-    assert (config.n3, config.eval_every, config.num_layers, config.channels) == (0.0, 10, 2, 256)
+    assert (config.n3, config.eval_every, config.num_layers, config.hidden_channels) == (0.0, 10, 2, 64)
     assert (config.alpha0, config.beta, config.relation_edges) == (0.9, 0.2, False)
     assert all(config.learning_rate(epoch) == 5e-4 for epoch in (0, 1, 1499, 2999))
     assert TrainConfig(recipe="paper", dataset="codex-l").lr == 1e-4  # the research code's CoDEx-L rate

@@ -3,7 +3,7 @@ from torch_wge.training.config import RECIPES, TrainConfig
 from torch_wge.training.data import graph_transform, load_data, open_dataset, split_triples
 from torch_wge.training.inference import evaluate_checkpoint, evaluate_model, load_trained, predict
 from torch_wge.training.model import build_model, resolve_device
-from torch_wge.training.queries import TrainingQueries, add_inverse_triples
+from torch_wge.training.queries import TrainingQueries
 from torch_wge.training.trainer import Trainer
 
 __all__ = [
@@ -17,7 +17,6 @@ __all__ = [
     "open_dataset",
     "split_triples",
     "TrainingQueries",
-    "add_inverse_triples",
     "Trainer",
     "build_model",
     "resolve_device",

@@ -122,11 +122,10 @@ def _index(names: Optional[List[str]], name: Union[str, int], kind: str, dataset
         if str(name).isdigit() and int(name) < count:
             return int(name)
         raise ValueError(f"{kind} {name!r} must be an id in [0, {count}) of the graph passed as data")
-    try:
+    if isinstance(name, str) and name in names:
         return names.index(name)
-    except ValueError:
-        plural = "entities" if kind == "entity" else f"{kind}s"
-        raise ValueError(f"unknown {kind} {name!r}: not among the {len(names)} {plural} of {dataset}") from None
+    plural = "entities" if kind == "entity" else f"{kind}s"
+    raise ValueError(f"unknown {kind} {name!r}: not among the {len(names)} {plural} of {dataset}")
 
 
 @torch.no_grad()

@@ -12,6 +12,7 @@ from torch_wge.data import num_kg_relations
 from torch_wge.transforms._utils import training_triples, undirected_edges
 from torch_wge.transforms.views import RELATION_FOCUSED, TwoViewData, add_view
 from torch_wge.utils.segments import expand_segments
+from torch_wge.utils.triples import add_inverse_triples, query_from_key, query_key
 
 #: Default bound on the number of (incoming, outgoing) relation products
 #: formed at once while extracting constraints (a chunk may exceed it by the
@@ -90,10 +91,9 @@ def _incidences(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int, num_rel
     # (h, r, t) gives (r, t) and (r + R, h). Entity e is a head of relation r
     # exactly when it is a tail of the inverse of r, so the outgoing
     # relations of e are its incoming ones, flipped: nothing more to store.
-    num_rel2 = 2 * num_relations
-    key = torch.cat([tail * num_rel2 + rel, head * num_rel2 + rel + num_relations])
-    key = torch.unique(key)  # sorted by entity, then relation
-    entity, relation = key // num_rel2, key % num_rel2
+    queries = add_inverse_triples(torch.stack([head, rel, tail], dim=1), num_relations)
+    key = torch.unique(query_key(queries[:, 2], queries[:, 1], num_relations))  # sorted by entity, then relation
+    entity, relation = query_from_key(key, num_relations)
     degree = torch.bincount(entity, minlength=num_nodes)
     ptr = torch.cumsum(degree, 0) - degree
     return _Incidences(entity, relation, degree, ptr)

@@ -30,7 +30,7 @@ DEFAULT_SPACE: Dict[str, Dict[str, Any]] = {
     "num_layers": {"type": "categorical", "choices": [1, 2, 3]},
     "lr": {"type": "float", "low": 1e-4, "high": 2e-2, "log": True},
     "batch_size": {"type": "categorical", "choices": [256, 512, 1024, 2048, 4096]},
-    "channels": {"type": "categorical", "choices": [32, 64, 128, 256, 512, 1024]},
+    "hidden_channels": {"type": "categorical", "choices": [8, 16, 32, 64, 128, 256]},
     "alpha0": {"type": "categorical", "choices": [0.3, 0.6, 0.9]},
     "beta": {"type": "categorical", "choices": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]},
     "dropout": {"type": "float", "low": 0.0, "high": 0.6},

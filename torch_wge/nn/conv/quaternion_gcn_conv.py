@@ -122,12 +122,6 @@ class QuaternionGCNConv(MessagePassing):
             torch.nn.init.zeros_(self.bias)
         self.gcn_normalization.clear()
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # Checkpoints written before the weight moved into ``lin`` name it ``weight``.
-        if prefix + "weight" in state_dict:
-            state_dict[prefix + "lin.weight"] = state_dict.pop(prefix + "weight")
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
     def quaternion_matrix(self) -> Tensor:
         r"""The real matrix ``[F_in, F_out]`` that applies :math:`\mathbf{W} \otimes`."""
         return self.lin.matrix()
@@ -139,10 +133,12 @@ class QuaternionGCNConv(MessagePassing):
                 f"bipartite message passing is not supported"
             )
         if self.normalize:
-            edge_index, edge_weight = self.gcn_normalization(edge_index, edge_weight, x.size(self.node_dim), x.dtype)
+            edge_index, edge_weight = self.gcn_normalization(
+                edge_index, edge_weight, x.size(int(self.node_dim)), x.dtype
+            )
         x = self.lin(x)
         # propagate_type: (x: Tensor, edge_weight: OptTensor)
-        out = self.propagate(edge_index, x=x, edge_weight=edge_weight)
+        out: Tensor = self.propagate(edge_index, x=x, edge_weight=edge_weight)
         if self.bias is not None:
             out = out + self.bias
         return out

@@ -1,19 +1,16 @@
-import warnings
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, cast
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
-from torch_wge.nn.conv.two_view_conv import quaternion_from_conv
-from torch_wge.nn.kge import QuatEDecoder
-from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss, sample_candidates
+from torch_wge.nn.decoders import QuatEDecoder
+from torch_wge.nn.decoders.loss import OBJECTIVES, one_to_n_loss, sample_candidates
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
 from torch_wge.utils.quaternion import (
-    check_quaternion_size,
     hamilton_product,
     normalize_quaternion,
     quaternion_conjugate,
@@ -97,7 +94,7 @@ class WGE(torch.nn.Module):
             answer, :obj:`"kl"`, the same with one example per query, or
             :obj:`"filtered-softmax"`, one example per answer whose
             candidates leave the query's other answers out
-            (see :func:`~torch_wge.nn.kge.loss.one_to_n_loss`).
+            (see :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`).
             (default: :obj:`"bce"`)
         n3_weight (float, optional): Weight of the N3 regulariser
             (Lacroix et al. 2018) on the input embeddings of every training
@@ -112,13 +109,9 @@ class WGE(torch.nn.Module):
         num_candidates (int, optional): With :obj:`objective="softmax"`,
             score each training batch against its answers and this many
             entities drawn uniformly for the batch (a sampled softmax, see
-            :func:`~torch_wge.nn.kge.loss.sample_candidates`) instead of all
+            :func:`~torch_wge.nn.decoders.loss.sample_candidates`) instead of all
             entities; evaluation always ranks all entities.
             (default: :obj:`None`, all entities)
-        channels (int, optional): Deprecated: the real size of each
-            embedding, :obj:`4 * hidden_channels`.
-        conv (str, optional): Deprecated: :obj:`"gcn"` is
-            :obj:`quaternion=False`.
 
     The encoder keeps each view's normalised adjacency for the graph it was
     computed from (:class:`~torch_wge.nn.QuaternionGCNConv`'s
@@ -134,6 +127,8 @@ class WGE(torch.nn.Module):
         >>> model.score_all(encoded, torch.tensor([0]), torch.tensor([1])).shape
         torch.Size([1, 5])
     """
+
+    layer_weights: Tensor  # [K + 1], a buffer
 
     def __init__(
         self,
@@ -152,20 +147,9 @@ class WGE(torch.nn.Module):
         n3_weight: float = 0.0,
         relation_prediction_weight: float = 0.0,
         num_candidates: Optional[int] = None,
-        channels: Optional[int] = None,
-        conv: Optional[str] = None,
     ):
         super().__init__()
         name = self.__class__.__name__
-        if channels is not None:
-            warnings.warn(
-                f"'{name}(channels=...)' is deprecated: pass hidden_channels={channels // 4} "
-                f"(quaternions, as PyG's KGE models count them)",
-                DeprecationWarning,
-            )
-            hidden_channels = check_quaternion_size(channels, f"'{name}' channels")
-        if conv is not None:
-            quaternion = quaternion_from_conv(name, conv)
         if num_candidates is not None and (objective != "softmax" or num_candidates < 1):
             raise ValueError(
                 f"'{name}' num_candidates needs objective='softmax' and a positive count, "
@@ -232,7 +216,7 @@ class WGE(torch.nn.Module):
         torch.nn.init.xavier_normal_(self.relation_embedding.weight)
         if self.encoder is not None:
             self.encoder.reset_parameters()
-        for decoder in self.decoders:
+        for decoder in cast(List[QuatEDecoder], self.decoders):
             decoder.reset_parameters()
 
     def graph_inputs(self, data: Data, sparse: bool = True) -> dict:
@@ -285,7 +269,7 @@ class WGE(torch.nn.Module):
         r"""Each layer's decoder query for ``(heads[b], relations[b])``, ``[K + 1, B, C]``.
         Each layer's relation table ``[2R, C]`` is normalised once, before its rows are gathered."""
         queries = []
-        for decoder, x, rel in zip(self.decoders, encoded.entities, encoded.relations):
+        for decoder, x, rel in zip(cast(List[QuatEDecoder], self.decoders), encoded.entities, encoded.relations):
             unit_relations = normalize_quaternion(rel).index_select(0, relations)
             queries.append(decoder.query(x.index_select(0, heads), unit_relations, normalized=True))
         return torch.stack(queries)
@@ -325,7 +309,7 @@ class WGE(torch.nn.Module):
             \mathcal{L} = \sum_k \alpha_k \frac{1}{BN} \sum_{b, n}
             \mathrm{BCE}\left(\sigma(f_k(h_b, r_b, n)), (1 - \epsilon) y_{bn} + 1/N\right)
 
-        computed by :func:`~torch_wge.nn.kge.loss.one_to_n_loss` from the
+        computed by :func:`~torch_wge.nn.decoders.loss.one_to_n_loss` from the
         queries and the sparse positives, without holding the logits or the
         targets; in training mode with :obj:`num_candidates`, against the
         batch's sampled candidates only), plus the N3 term when :obj:`n3_weight > 0` and the
@@ -335,7 +319,7 @@ class WGE(torch.nn.Module):
             positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with ``y_{bn} = 1``.
             matmul_dtype (torch.dtype, optional): Dtype of the scoring
                 matmuls (e.g. :obj:`torch.bfloat16`), see
-                :func:`~torch_wge.nn.kge.loss.one_to_n_loss`.
+                :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`.
                 (default: :obj:`None`, the parameters' dtype)
         """
         if self.num_candidates is not None and self.training:
@@ -379,12 +363,12 @@ class WGE(torch.nn.Module):
         :math:`k` without the decoder's batch norm and dropout, so that all
         relations are scored with one matmul ``[T, C] @ [C, 2R]``."""
         rows, tails = positives
-        total = 0.0
+        losses = []
         for weight, x, rel in zip(self.layer_weights.tolist(), encoded.entities, encoded.relations):
             pair = hamilton_product(quaternion_conjugate(x.index_select(0, heads[rows])), x.index_select(0, tails))
             logits = pair @ normalize_quaternion(rel).t()  # [T, 2R]
-            total = total + weight * torch.nn.functional.cross_entropy(logits, relations[rows])
-        return total
+            losses.append(weight * torch.nn.functional.cross_entropy(logits, relations[rows]))
+        return sum(losses[1:], losses[0])
 
     @staticmethod
     def n3(encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
