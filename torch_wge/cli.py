@@ -215,7 +215,7 @@ def add_tune_parser(commands) -> None:
     tune = commands.add_parser("tune", help="search training settings with Optuna, one run folder per trial")
     for name in ("dataset", "recipe", "root", "device"):
         choices = sorted(RECIPES) if name == "recipe" else None
-        tune.add_argument(f"--{name}", default=argparse.SUPPRESS, choices=choices, help=CONFIG_HELP[name])
+        tune.add_argument(f"--{name}", default=argparse.SUPPRESS, choices=choices, help=setting_help(name))
     add_settings_file(tune, "settings of every trial under those the search space draws")
     tune.add_argument(
         "--space",

@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from torch_wge import io
 from torch_wge.training.run_folder import read_log
@@ -257,15 +257,15 @@ def study_figures(study) -> Dict[str, Any]:
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:
         raise ValueError(f"study {study.study_name!r} holds no complete trial to plot")
-    kinds = {"history": optuna_plots.plot_optimization_history}
+    kinds: Dict[str, Callable[..., Any]] = {"history": optuna_plots.plot_optimization_history}
     if len(complete) >= 2:
         kinds["importances"] = optuna_plots.plot_param_importances
     figures = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         for name, draw in kinds.items():
-            axes = draw(study, target_name="validation MRR")
-            axes.figure.tight_layout()  # room for the settings' names
-            figures[name] = axes.figure
-            plt.close(axes.figure)  # kept by the caller, not by pyplot
+            figure: Any = draw(study, target_name="validation MRR").figure
+            figure.tight_layout()  # room for the settings' names
+            figures[name] = figure
+            plt.close(figure)  # kept by the caller, not by pyplot
     return figures

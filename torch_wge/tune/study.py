@@ -147,19 +147,30 @@ def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _mrr(trial: FrozenTrial) -> float:
+    """A complete trial's validation MRR (Optuna types a trial's value as optional)."""
+    assert trial.value is not None, f"trial {trial.number} has no value"
+    return trial.value
+
+
+def _minutes(trial: FrozenTrial) -> float:
+    """A finished trial's duration in minutes."""
+    assert trial.duration is not None, f"trial {trial.number} has not finished"
+    return trial.duration.total_seconds() / 60
+
+
 def best_table(study: optuna.Study, rows: int = TABLE_ROWS) -> str:
     """The study's counts of trials by state and its ``rows`` best complete trials as a table."""
     trials = study.get_trials(deepcopy=False)
     states = [TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING, TrialState.WAITING]
     counts = ", ".join(f"{sum(t.state == s for t in trials)} {s.name.lower()}" for s in states)
     lines = [f"study {study.study_name}: {len(trials)} trials ({counts})"]
-    complete = sorted((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: -t.value)[:rows]
+    complete = sorted((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: -_mrr(t))[:rows]
     if complete:
         names = list(complete[0].params)
         header = ["trial", "valid MRR", "minutes", *names]
         body = [
-            [str(t.number), f"{t.value:.4f}", f"{t.duration.total_seconds() / 60:.1f}"]
-            + [_short(t.params.get(name)) for name in names]
+            [str(t.number), f"{_mrr(t):.4f}", f"{_minutes(t):.1f}"] + [_short(t.params.get(name)) for name in names]
             for t in complete
         ]
         widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
@@ -302,7 +313,7 @@ def write_best(study: optuna.Study, out: PathLike) -> Optional[Dict[str, Any]]:
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
         return None
-    best = max(complete, key=lambda t: t.value)
+    best = max(complete, key=_mrr)
     config = best.user_attrs["config"]
     io.write_json(Path(out) / BEST_FILE, config)
     return config
