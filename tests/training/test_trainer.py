@@ -130,11 +130,9 @@ def test_adam_state_of_a_checkpoint_from_an_earlier_encoder_resumes(data, era):
     adam_now = {name: optimizer.state[p] for name, p in now.items()}
 
     # the same parameters and Adam state as the old encoders wrote them (written out by hand)
-    def layer_era(name):  # encoder.convs.{k}.{view}_lin.weight / {view}_bias -> {view}_conv.weight / .bias
-        for view in ("ef", "rf"):
-            name = name.replace(f"{view}_lin.weight", f"{view}_conv.weight").replace(
-                f"{view}_bias", f"{view}_conv.bias"
-            )
+    def layer_era(name):  # encoder.convs.{k}.entity_conv.lin.weight / entity_norm.* -> ef_conv.weight / ef_norm.*
+        for view, short in (("entity", "ef"), ("relation", "rf")):
+            name = name.replace(f"{view}_conv.lin.weight", f"{short}_conv.weight").replace(f"{view}_", f"{short}_")
         return name
 
     def view_era(name):  # encoder.convs.{k}.{view}_{module}.{rest} -> encoder.{view}_{module}s.{k}.{rest}

@@ -106,7 +106,7 @@ class QuaternionGCNConv(MessagePassing):
         self.add_self_loops = add_self_loops
         self.normalize = normalize
         self.gcn_normalization = GCNNormalization(improved, add_self_loops, self.flow, cached)
-        self.lin = QuaternionLinear(in_channels, out_channels, bias=False)
+        self.lin = self._weight(in_channels, out_channels)
         if bias:
             self.bias = Parameter(torch.empty(out_channels))
         else:
@@ -127,6 +127,10 @@ class QuaternionGCNConv(MessagePassing):
         if prefix + "weight" in state_dict:
             state_dict[prefix + "lin.weight"] = state_dict.pop(prefix + "weight")
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _weight(self, in_channels: int, out_channels: int) -> torch.nn.Module:
+        r"""The map :math:`\mathbf{W} \otimes`: a :class:`~torch_wge.nn.QuaternionLinear` without bias."""
+        return QuaternionLinear(in_channels, out_channels, bias=False)
 
     def quaternion_matrix(self) -> Tensor:
         r"""The real matrix ``[F_in, F_out]`` that applies :math:`\mathbf{W} \otimes`."""

@@ -6,30 +6,37 @@ from torch import Tensor
 from torch_geometric.typing import Adj
 
 from torch_wge.nn.conv import TwoViewConv
-from torch_wge.nn.conv.two_view_conv import current_layer_key
 
-#: A key of an encoder state dict written before the encoder became a stack of
-#: :class:`~torch_wge.nn.TwoViewConv` layers: ``ef_convs.{k}.weight`` and the like.
-_LEGACY_KEY = re.compile(r"^(.*?)(ef|rf)_(conv|norm)s\.(\d+)\.(.+)$")
+#: A key of an encoder state dict written by an earlier layout of its
+#: layers: ``ef_convs.{k}.rest`` (view by view), ``convs.{k}.ef_conv.rest``
+#: (a convolution per view), ``convs.{k}.ef_lin.weight`` / ``ef_bias`` /
+#: ``ef_norm.rest`` (one message passing per layer).
+_LEGACY_KEY = re.compile(
+    r"^(.*?)(?:convs\.(\d+)\.(ef|rf)_(conv\.|lin\.|bias|norm\.)|(ef|rf)_(conv|norm)s\.(\d+)\.)(.*)$"
+)
+_VIEW_NAME = {"ef": "entity", "rf": "relation"}
+_PART_NAME = {"conv.": "conv.", "lin.": "conv.lin.", "bias": "conv.bias", "norm.": "norm."}
 
 
 def current_key(key: str) -> str:
-    """The name today of a state-dict entry of an encoder saved by an earlier
-    release: ``[prefix]ef_convs.{k}.rest`` (view by view, before the encoder
-    became a stack of :class:`~torch_wge.nn.TwoViewConv`) is
-    ``[prefix]convs.{k}.ef_conv.rest``, which is then renamed as
-    :func:`~torch_wge.nn.conv.two_view_conv.current_layer_key` says; other
-    keys are returned unchanged.
+    """The name today of a state-dict entry of an encoder saved in an earlier
+    layout (see :obj:`_LEGACY_KEY`); other keys are returned unchanged.
 
     Example:
-        >>> current_key("encoder.rf_norms.1.running_mean"), current_key("encoder.ef_convs.0.bias")
-        ('encoder.convs.1.rf_norm.running_mean', 'encoder.convs.0.ef_bias')
+        >>> current_key("encoder.rf_norms.1.running_mean"), current_key("encoder.convs.0.ef_bias")
+        ('encoder.convs.1.relation_norm.running_mean', 'encoder.convs.0.entity_conv.bias')
+        >>> current_key("encoder.ef_convs.0.weight")
+        'encoder.convs.0.entity_conv.lin.weight'
     """
     match = _LEGACY_KEY.match(key)
-    if match is not None:
-        prefix, view, module, k, rest = match.groups()
-        key = f"{prefix}convs.{k}.{view}_{module}.{rest}"
-    return current_layer_key(key)
+    if match is None:
+        return key
+    prefix, k, view, part, list_view, list_module, list_k, rest = match.groups()
+    if k is None:  # view by view: ef_convs.{k}.rest is convs.{k}.ef_conv.rest
+        k, view, part = list_k, list_view, f"{list_module}."
+    if part == "conv." and rest == "weight":  # a quaternion weight before it moved into lin
+        rest = "lin.weight"
+    return f"{prefix}convs.{k}.{_VIEW_NAME[view]}_{_PART_NAME[part]}{rest}"
 
 
 class TwoViewEncoder(torch.nn.Module):
@@ -56,9 +63,9 @@ class TwoViewEncoder(torch.nn.Module):
 
     State dicts written before the encoder became a stack of layers
     (``ef_convs.{k}.*``, ``ef_norms.{k}.*``, ``rf_convs.{k}.*``,
-    ``rf_norms.{k}.*``) load as they are: their keys are renamed to
-    ``convs.{k}.ef_conv.*``, ``convs.{k}.ef_norm.*``, ... on loading (and
-    those by :class:`~torch_wge.nn.TwoViewConv`). The order of
+    ``rf_norms.{k}.*``) or by earlier layouts of the layer load as they are:
+    their keys are renamed to ``convs.{k}.entity_conv.*``,
+    ``convs.{k}.entity_norm.*``, ... on loading (:func:`current_key`). The order of
     :meth:`parameters` changed with them (layer by layer, not view by view),
     so an optimizer state saved before, which is positional, does not fit an
     encoder of two or more layers.
@@ -76,7 +83,7 @@ class TwoViewEncoder(torch.nn.Module):
         - **input:** entities ``x [N, C]``, relations ``rel [M, C]``,
           ``ef_edge_index [2, E_ef]`` over the ``N`` entities,
           ``rf_edge_index [2, E_rf]`` over ``N + M`` nodes (relation ``m`` is
-          node ``N + m``, or as ``rf_node_type [N + M]`` says, see
+          node ``N + m``; a batch's ``batch.rf_edge_index``, see
           :class:`~torch_wge.nn.TwoViewConv`); either may be a sparse
           adjacency instead.
         - **output:** a list of ``K + 1`` pairs ``(x_k [N, C], rel_k [M, C])``,
@@ -104,9 +111,7 @@ class TwoViewEncoder(torch.nn.Module):
             conv.reset_parameters()
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # Checkpoints written before the encoder became a stack of TwoViewConv
-        # layers name each view's modules per list (``ef_convs.{k}.weight``);
-        # they load as ``convs.{k}.ef_conv.weight``.
+        # checkpoints of earlier layouts of the layers (see current_key)
         for key in [key for key in state_dict if key.startswith(prefix) and current_key(key) != key]:
             state_dict[current_key(key)] = state_dict.pop(key)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
@@ -117,11 +122,10 @@ class TwoViewEncoder(torch.nn.Module):
         rel: Tensor,
         ef_edge_index: Optional[Adj] = None,
         rf_edge_index: Optional[Adj] = None,
-        rf_node_type: Optional[Tensor] = None,
     ) -> List[Tuple[Tensor, Tensor]]:
         states = [(x, rel)]
         for conv in self.convs:
-            x, rel = conv(x, rel, ef_edge_index, rf_edge_index, rf_node_type)
+            x, rel = conv(x, rel, ef_edge_index, rf_edge_index)
             states.append((x, rel))
         return states
 

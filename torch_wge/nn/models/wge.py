@@ -7,7 +7,6 @@ from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
-from torch_wge.nn.conv.two_view_conv import quaternion_from_conv
 from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss, sample_candidates
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
@@ -117,8 +116,6 @@ class WGE(torch.nn.Module):
             (default: :obj:`None`, all entities)
         channels (int, optional): Deprecated: the real size of each
             embedding, :obj:`4 * hidden_channels`.
-        conv (str, optional): Deprecated: :obj:`"gcn"` is
-            :obj:`quaternion=False`.
 
     The encoder keeps each view's normalised adjacency for the graph it was
     computed from (:class:`~torch_wge.nn.QuaternionGCNConv`'s
@@ -153,7 +150,6 @@ class WGE(torch.nn.Module):
         relation_prediction_weight: float = 0.0,
         num_candidates: Optional[int] = None,
         channels: Optional[int] = None,
-        conv: Optional[str] = None,
     ):
         super().__init__()
         name = self.__class__.__name__
@@ -164,8 +160,6 @@ class WGE(torch.nn.Module):
                 DeprecationWarning,
             )
             hidden_channels = check_quaternion_size(channels, f"'{name}' channels")
-        if conv is not None:
-            quaternion = quaternion_from_conv(name, conv)
         if num_candidates is not None and (objective != "softmax" or num_candidates < 1):
             raise ValueError(
                 f"'{name}' num_candidates needs objective='softmax' and a positive count, "
