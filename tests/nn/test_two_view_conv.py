@@ -244,47 +244,60 @@ def test_explainer_edge_mask_on_relation_focused_view():
 # ----------------------------------------------------- batches of graphs
 
 
-def test_batch_of_graphs_gives_each_graph_its_own_result():
+def three_kgs_and_their_batch():
+    """Three different random KGs with their views and float64 x, rel; their DataLoader batch."""
     import torch_geometric.transforms as T
     from torch_geometric.loader import DataLoader
 
-    from torch_wge.nn import TwoViewEncoder
     from torch_wge.testing import random_kg
     from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
-    views = T.Compose([EntityFocusedTransform(), RelationFocusedTransform()])
+    views = T.Compose([EntityFocusedTransform(), RelationFocusedTransform(relation_edges=True)])
     graphs = [views(random_kg(n, r, 4 * n, seed=n)) for n, r in ((12, 2), (7, 3), (20, 1))]
     torch.manual_seed(0)
     for graph in graphs:
         graph.x = torch.randn(graph.num_nodes, 8, dtype=torch.float64)
-        graph.rel = torch.randn(graph.rf_num_nodes - graph.num_nodes, 8, dtype=torch.float64)
-    batch = next(iter(DataLoader(graphs, batch_size=3)))
+        graph.rel = torch.randn(graph.num_relation_nodes, 8, dtype=torch.float64)
+    return graphs, next(iter(DataLoader(graphs, batch_size=3)))
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(entity_view=False)])
+def test_layer_on_a_dataloader_batch_equals_each_graph_by_dense_equations(kwargs):
+    graphs, batch = three_kgs_and_their_batch()
+    assert batch.rf_relation_relation_index.size(1) > 0  # relation-relation edges are shifted too
+    layer = TwoViewConv(8, 8, **kwargs).double()
+    randomize(layer)
+    layer.eval()  # batch norm's running statistics: a graph's result does not depend on the others
+    out_x, out_rel = layer(batch.x, batch.rel, batch.ef_edge_index, batch.rf_edge_index)
+    want = [two_view_layer(layer, g.x, g.rel, g.ef_edge_index, g.rf_edge_index) for g in graphs]
+    assert torch.allclose(out_x, torch.cat([x for x, _ in want]), atol=1e-12)
+    assert torch.allclose(out_rel, torch.cat([rel for _, rel in want]), atol=1e-12)
+
+
+def test_encoder_on_a_dataloader_batch_equals_each_graph_with_gradients():
+    from torch_wge.nn import TwoViewEncoder
+
+    graphs, batch = three_kgs_and_their_batch()
     encoder = TwoViewEncoder(8, num_layers=2).double()
     for conv in encoder.convs:
         randomize(conv)
-    encoder.eval()  # batch norm's running statistics: a graph's result does not depend on the others
+    encoder.eval()
 
-    def run(x, rel, data, rf_node_type=None):
-        return encoder(x, rel, data.ef_edge_index, data.rf_edge_index, rf_node_type)[-1]
+    def run(x, rel, data):
+        return encoder(x, rel, data.ef_edge_index, data.rf_edge_index)[-1]
 
     x, rel = batch.x.clone().requires_grad_(), batch.rel.clone().requires_grad_()
-    out_x, out_rel = run(x, rel, batch, batch.rf_node_type)
+    out_x, out_rel = run(x, rel, batch)
     (out_x.square().sum() + out_rel.pow(3).sum()).backward()
-    rel_ptr = [0]
+    alone = {name: [] for name in ("x", "rel", "x.grad", "rel.grad")}
     for graph in graphs:
-        rel_ptr.append(rel_ptr[-1] + graph.rel.size(0))
-    for g, graph in enumerate(graphs):
         gx, grel = graph.x.clone().requires_grad_(), graph.rel.clone().requires_grad_()
         alone_x, alone_rel = run(gx, grel, graph)
         (alone_x.square().sum() + alone_rel.pow(3).sum()).backward()
-        nodes = slice(int(batch.ptr[g]), int(batch.ptr[g + 1]))
-        rels = slice(rel_ptr[g], rel_ptr[g + 1])
-        assert torch.allclose(out_x[nodes], alone_x, atol=1e-12)
-        assert torch.allclose(out_rel[rels], alone_rel, atol=1e-12)
-        assert torch.allclose(x.grad[nodes], gx.grad, atol=1e-12)
-        assert torch.allclose(rel.grad[rels], grel.grad, atol=1e-12)
-    # without the node types the batch's relation-focused nodes are read as [x; rel]: other numbers
-    assert not torch.allclose(run(batch.x, batch.rel, batch)[0], out_x, atol=1e-3)
+        for name, value in zip(alone, (alone_x, alone_rel, gx.grad, grel.grad)):
+            alone[name].append(value)
+    for name, got in zip(alone, (out_x, out_rel, x.grad, rel.grad)):
+        assert torch.allclose(got, torch.cat(alone[name]), atol=1e-12), name
 
 
 def test_wge_refuses_a_batch_of_graphs():

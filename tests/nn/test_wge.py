@@ -92,7 +92,7 @@ def test_bad_arguments(data):
         WGE(10, 2, 256)
     model = WGE(data.num_nodes, data.num_relations, hidden_channels=2, views="levi")
     data = data.clone()  # the fixture is shared by the module's tests
-    del data.levi_edge_index
+    del data.levi_entity_relation_index
     with pytest.raises(ValueError, match="levi_edge_index"):
         model.graph_inputs(data)
 
@@ -148,13 +148,14 @@ def test_relation_prediction_loss_is_softmax_over_all_relations_of_the_quate_sco
 
 def test_graph_inputs_read_each_views_edges_and_node_count(data):
     levi = make(data, num_layers=1, views="levi")
-    assert levi.graph_inputs(data, sparse=False) == {"rf_edge_index": data.levi_edge_index}
+    inputs = levi.graph_inputs(data, sparse=False)
+    assert list(inputs) == ["rf_edge_index"] and torch.equal(inputs["rf_edge_index"], data.levi_edge_index)
     two_view = make(data, num_layers=1)
     inputs = two_view.graph_inputs(data, sparse=False)
-    assert inputs["ef_edge_index"] is data.ef_edge_index and inputs["rf_edge_index"] is data.rf_edge_index
-    # the sparse adjacency's size is the view's node count on the data, not re-derived
+    assert inputs["ef_edge_index"] is data.ef_edge_index and torch.equal(inputs["rf_edge_index"], data.rf_edge_index)
+    # the sparse adjacency's size is the view's node count on the data: entities and relation nodes
     wider = data.clone()
-    wider.rf_num_nodes = data.rf_num_nodes + 3
+    wider.num_relation_nodes = data.num_relation_nodes + 3
     adj = two_view.graph_inputs(wider)["rf_edge_index"]
     assert adj.shape == (data.rf_num_nodes + 3,) * 2
     assert adj.to_dense()[data.rf_edge_index[1], data.rf_edge_index[0]].eq(1).all()

@@ -242,29 +242,29 @@ class WGE(torch.nn.Module):
         over the edges.
 
         A :class:`~torch_geometric.data.Batch` of several graphs is refused:
-        WGE embeds the entities and relations of one knowledge graph (use
-        :class:`~torch_wge.nn.TwoViewEncoder` with :obj:`rf_node_type` to
-        encode a batch of graphs)."""
+        WGE embeds the entities and relations of one knowledge graph (a
+        :class:`~torch_wge.nn.TwoViewEncoder` encodes a batch of graphs from
+        ``batch.ef_edge_index`` and ``batch.rf_edge_index``)."""
         if isinstance(data, Batch) and data.num_graphs > 1:
             raise ValueError(
                 f"'{self.__class__.__name__}' embeds one knowledge graph, got a batch of {data.num_graphs} graphs; "
-                f"encode a batch of graphs with TwoViewEncoder(..., rf_node_type=batch.rf_node_type)"
+                f"encode a batch of graphs with TwoViewEncoder(x, rel, batch.ef_edge_index, batch.rf_edge_index)"
             )
         if self.encoder is None:
             return {}
         views = VIEWS[self.views]
-        missing = [attr for view in views.values() for attr in view if getattr(data, attr, None) is None]
+        missing = [view.edge_index for view in views.values() if getattr(data, view.edge_index, None) is None]
         if missing:
             raise ValueError(
                 f"'{self.__class__.__name__}(views={self.views!r})' needs {missing} on the data; "
                 f"apply the matching transforms from torch_wge.transforms"
             )
+        edges = {arg: getattr(data, view.edge_index) for arg, view in views.items()}
         if not sparse:
-            return {arg: data[view.edge_index] for arg, view in views.items()}
+            return edges
         dtype = self.entity_embedding.weight.dtype
         return {
-            arg: csr_adjacency(data[view.edge_index], int(getattr(data, view.num_nodes)), dtype)
-            for arg, view in views.items()
+            arg: csr_adjacency(edges[arg], int(getattr(data, view.num_nodes)), dtype) for arg, view in views.items()
         }
 
     def encode(self, ef_edge_index: Optional[Adj] = None, rf_edge_index: Optional[Adj] = None) -> EncodedGraph:
