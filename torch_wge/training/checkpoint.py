@@ -175,8 +175,10 @@ def upgrade_optimizer_state(model_state: Dict[str, Any], optimizer_state: Dict[s
     stack of :class:`~torch_wge.nn.TwoViewConv` layers list its parameters
     view by view (``ef_convs.0``, ``ef_convs.1``, ..., ``rf_convs.0``, ...),
     and those written before each layer did its own message passing list
-    ``ef_conv.weight, ef_conv.bias, ef_norm.*, ...`` where a layer now
-    registers ``ef_bias, rf_bias, ef_lin.weight, ef_norm.*, ...``. Their state is
+    ``ef_conv.weight, ef_conv.bias, ef_norm.*, ...``, and those of a layer
+    doing its own message passing ``ef_bias, rf_bias, ef_lin.weight,
+    ef_norm.*, ...``, where a layer now registers ``entity_conv.bias,
+    entity_conv.lin.weight, entity_norm.*, relation_conv.*, ...``. Their state is
     moved to the positions of the same parameters today (see
     :func:`~torch_wge.nn.models.two_view_encoder.current_key`); a checkpoint
     in today's order is returned unchanged."""

@@ -51,6 +51,20 @@ class EncodedGraph:
         return self._candidates
 
 
+def _triple_queries(head_index: Tensor, rel_type: Tensor, tail_index: Tensor, num_relations: int):
+    r"""The distinct 1-N queries of triples asked in both directions,
+    :math:`(h, r, ?)` and :math:`(t, r + R, ?)`: their ``heads [Q]``,
+    ``relations [Q]`` and ``positives [2, P]`` (query, answer) over the
+    distinct answers, queries sorted by (head, relation)."""
+    num_relation_ids = 2 * num_relations
+    query_key = torch.cat(
+        [head_index * num_relation_ids + rel_type, tail_index * num_relation_ids + rel_type + num_relations]
+    )
+    pairs = torch.unique(torch.stack([query_key, torch.cat([tail_index, head_index])]), dim=1)  # sorted by query
+    query_key, rows = torch.unique_consecutive(pairs[0], return_inverse=True)
+    return query_key // num_relation_ids, query_key % num_relation_ids, torch.stack([rows, pairs[1]])
+
+
 class WGE(torch.nn.Module):
     r"""WGE, the two-view graph neural network for knowledge graph completion
     (`"Two-view Graph Neural Networks for Knowledge Graph Completion"
@@ -307,12 +321,60 @@ class WGE(torch.nn.Module):
     def loss(
         self,
         encoded: EncodedGraph,
+        head_index: Tensor,
+        rel_type: Tensor,
+        tail_index: Tensor,
+        matmul_dtype: Optional[torch.dtype] = None,
+    ) -> Tensor:
+        r"""The training loss of a batch of triples :math:`(h, r, t)`, given
+        as :meth:`torch_geometric.nn.kge.KGEModel.loss` takes them: each
+        triple is asked in both directions, as the 1-N queries
+        :math:`(h, r, ?)` and :math:`(t, r^{-1}, ?)` (relation ``r + R``),
+        a query asked by several triples of the batch once, with all their
+        answers as its positives; then :meth:`query_loss` of these queries.
+        On the batch of all training triples of some queries this is the
+        loss that :command:`torch-wge train` computes for those queries.
+
+        Args:
+            encoded (EncodedGraph): :meth:`encode` of the graph.
+            head_index (Tensor): Heads ``[B]``.
+            rel_type (Tensor): Relations ``[B]``, in :math:`[0, R)`.
+            tail_index (Tensor): Tails ``[B]``.
+            matmul_dtype (torch.dtype, optional): See :meth:`query_loss`.
+                (default: :obj:`None`)
+
+        Example:
+            >>> model = WGE(num_entities=5, num_relations=2, hidden_channels=2, num_layers=1)
+            >>> ef = torch.tensor([[0, 1], [1, 0]]); rf = torch.tensor([[0, 5], [5, 0]])
+            >>> head, rel, tail = torch.tensor([0, 1, 3]), torch.tensor([0, 1, 0]), torch.tensor([1, 2, 4])
+            >>> loss = model.loss(model.encode(ef, rf), head, rel, tail)
+            >>> loss.backward()
+        """
+        name = f"'{self.__class__.__name__}.loss'"
+        if not (head_index.dim() == rel_type.dim() == tail_index.dim() == 1):
+            raise ValueError(
+                f"{name} takes triples as head_index, rel_type, tail_index [B]; got shapes "
+                f"{[list(t.shape) for t in (head_index, rel_type, tail_index)]} (1-N queries with "
+                f"[2, P] positives go to query_loss)"
+            )
+        if not (head_index.numel() == rel_type.numel() == tail_index.numel()):
+            raise ValueError(
+                f"{name} got {head_index.numel()} heads, {rel_type.numel()} relations, {tail_index.numel()} tails"
+            )
+        heads, relations, positives = _triple_queries(head_index, rel_type, tail_index, self.num_relations)
+        return self.query_loss(encoded, heads, relations, positives, matmul_dtype)
+
+    def query_loss(
+        self,
+        encoded: EncodedGraph,
         heads: Tensor,
         relations: Tensor,
         positives: Tensor,
         matmul_dtype: Optional[torch.dtype] = None,
     ) -> Tensor:
-        r"""The training loss of a batch of queries: the objective (default
+        r"""The training loss of a batch of 1-N queries
+        ``(heads[b], relations[b])`` (relation ids in :math:`[0, 2R)`), what
+        the trainer computes: the objective (default
         1-N binary cross-entropy with label smoothing,
 
         .. math::
@@ -360,7 +422,7 @@ class WGE(torch.nn.Module):
         self, encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor
     ) -> Tensor:
         r"""Relation prediction for the batch's training triples
-        :math:`(h_b, r_b, t)`, ``positives [2, T]`` as in :meth:`loss`:
+        :math:`(h_b, r_b, t)`, ``positives [2, T]`` as in :meth:`query_loss`:
 
         .. math::
             \sum_k \frac{\alpha_k}{T} \sum_{(b, t)} -\log
@@ -385,7 +447,7 @@ class WGE(torch.nn.Module):
         r"""The N3 regulariser of the batch's training triples on the input
         (layer-0) embeddings, :math:`\frac{1}{T} \sum_{(b, t)} \sum_q
         (|x_{h_b, q}|^3 + |r_{b, q}|^3 + |x_{t, q}|^3)` over the quaternions
-        :math:`q` of each embedding; ``positives [2, T]`` as in :meth:`loss`."""
+        :math:`q` of each embedding; ``positives [2, T]`` as in :meth:`query_loss`."""
         rows, tails = positives
         x, rel = encoded.entities[0], encoded.relations[0]
         cubes = [quaternion_norm(t).pow(3).sum() for t in (x[heads[rows]], rel[relations[rows]], x[tails])]
