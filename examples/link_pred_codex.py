@@ -71,8 +71,9 @@ def main() -> None:
     data = get_dataset(args.dataset, args.root, pre_transform=views)[0]
     num_entities, num_relations = data.num_nodes, data.num_relations
     print(
-        f"{args.dataset}: {num_entities} entities, {num_relations} relations; undirected edges: "
-        f"{data.ef_edge_index.size(1) // 2} entity-focused, {data.rf_edge_index.size(1) // 2} relation-focused"
+        f"{args.dataset}: {num_entities:,} entities, {num_relations:,} relations; undirected edges (each direction "
+        f"an edge_index column): {data.ef_edge_index.size(1) // 2:,} entity-focused, "
+        f"{data.rf_edge_index.size(1) // 2:,} relation-focused"
     )
 
     # 2. The model: entity and relation embeddings -> TwoViewEncoder (K

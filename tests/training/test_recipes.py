@@ -139,7 +139,9 @@ def test_the_example_reports_every_epoch_and_an_interrupt(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [str(example), *options])
     runpy.run_path(str(example), run_name="__main__")
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("codex-m: 40 entities, 4 relations; undirected edges: ")
+    assert lines[0].startswith(
+        "codex-m: 40 entities, 4 relations; undirected edges (each direction an edge_index column): "
+    )
     epochs = [line for line in lines if line.startswith("epoch")]
     assert [line.split()[1] for line in epochs] == ["1/3", "2/3", "3/3"]
     assert all(re.search(r"loss \d+\.\d{5}  \d+\.\d s", line) for line in epochs)
