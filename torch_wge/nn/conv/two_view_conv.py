@@ -163,19 +163,13 @@ class TwoViewConv(torch.nn.Module):
         self.quaternion = quaternion
         self.act = activation_resolver(act, **(act_kwargs or {})) if act is not None else None
 
-        def view_conv(used: bool) -> Optional[QuaternionGCNConv]:
-            conv = QuaternionGCNConv if quaternion else _RealGCNConv
-            return (
-                conv(in_channels, out_channels, improved=improved, cached=cached, bias=bias, **kwargs) if used else None
-            )
-
-        def view_norm(used: bool) -> Optional[torch.nn.Module]:
-            return _view_norm(norm, out_channels, norm_kwargs or {}) if used else None
-
-        self.entity_conv = view_conv(entity_view)
-        self.entity_norm = view_norm(entity_view)
-        self.relation_conv = view_conv(relation_view)
-        self.relation_norm = view_norm(relation_view)
+        conv = QuaternionGCNConv if quaternion else _RealGCNConv
+        conv_kwargs = dict(improved=improved, cached=cached, bias=bias, **kwargs)
+        norm_kwargs = norm_kwargs or {}
+        self.entity_conv = conv(in_channels, out_channels, **conv_kwargs) if entity_view else None
+        self.entity_norm = _view_norm(norm, out_channels, norm_kwargs) if entity_view else None
+        self.relation_conv = conv(in_channels, out_channels, **conv_kwargs) if relation_view else None
+        self.relation_norm = _view_norm(norm, out_channels, norm_kwargs) if relation_view else None
         self.reset_parameters()
 
     def reset_parameters(self):
