@@ -4,15 +4,16 @@ The knowledge graph is a PyG dataset, its two graph views are PyG transforms,
 and the model is embeddings, a two-view GNN encoder and one QuatE decoder per
 layer; training is an explicit loop of 1-N queries, evaluation ranks every
 entity for each test triple in both directions (filtered). Hyper-parameters
-come from a recipe (``--recipe``, as ``torch-wge train --recipe``); any option
-given explicitly overrides it:
+come from a recipe (``--recipe``, as ``torch-wge train --recipe``, see
+docs/recipes.md); any option given explicitly overrides it:
 
     python examples/link_pred_codex.py                       # CoDEx-S, the fast recipe: 500 epochs
     python examples/link_pred_codex.py --recipe paper        # the paper's 3000 epochs
     python examples/link_pred_codex.py --dataset codex-m --epochs 50 --save runs/example.pt
 
 ``--dataset`` takes the names ``torch-wge train`` takes; the raw files are
-downloaded to ``--root`` (default ``data``) unless already there. The model
+downloaded to ``--root`` (default ``data``) unless already there (docs/data.md
+says where to place them by hand). The model
 size ``--hidden-channels`` counts quaternions (each embedding holds four times
 as many real numbers). Training runs on ``--device``, by default CUDA when
 available. For checkpoints, resuming, a time limit or several processes use
