@@ -13,10 +13,9 @@ docs/recipes.md); any option given explicitly overrides it:
 
 ``--dataset`` takes the names ``torch-wge train`` takes; the raw files are
 downloaded to ``--root`` (default ``data``) unless already there (docs/data.md
-says where to place them by hand). The model
-size ``--hidden-channels`` counts quaternions (each embedding holds four times
-as many real numbers). Training runs on ``--device``, by default CUDA when
-available. For checkpoints, resuming, a time limit or several processes use
+says where to place them by hand). The model size ``--hidden-channels``
+counts quaternions (each embedding holds four times as many real numbers).
+Training runs on ``--device``, by default CUDA when available. For checkpoints, resuming, a time limit or several processes use
 ``torch-wge train``, the full trainer; it trains the same model the same way.
 """
 
