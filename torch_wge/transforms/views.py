@@ -124,14 +124,14 @@ _BUILT_ATTRIBUTES = {name for view in (RELATION_FOCUSED, LEVI) for name in (view
 
 
 def _view_num_nodes(data: Data, view: GraphView) -> Optional[int]:
-    if data.get(view.entity_relation_index) is None:
+    if getattr(data, view.entity_relation_index, None) is None:
         return None
     return int(data.num_nodes) + int(torch.as_tensor(data.num_relation_nodes).sum())
 
 
 def _view_edge_index(data: Data, view: GraphView) -> Optional[Tensor]:
     """Both directions of the stored pairs of ``view`` over ``[entities; relation nodes]``, sorted."""
-    entity_relation = data.get(view.entity_relation_index)
+    entity_relation = getattr(data, view.entity_relation_index, None)
     if entity_relation is None:
         return None
     num_entities = int(data.num_nodes)
