@@ -420,3 +420,13 @@ def test_folder_labels(write_folder):
     dataset = TriplesFolder(str(folder), log=False)
     assert dataset.entity_labels == ["Alpha", "Beta"]
     assert dataset.relation_labels == ["rel r"]
+
+
+def test_another_layout_of_the_stored_views_reprocesses(codex_s_root, monkeypatch):
+    # a cache written in another layout of the views is never read: the folder holds the layout's version
+    monkeypatch.setattr(base, "download_url", no_download)
+    transform = RelationFocusedTransform(beta=0.2)
+    folder_now = CoDEx(str(codex_s_root), "s", log=False, pre_transform=transform).processed_dir
+    monkeypatch.setattr(base, "STORAGE_VERSION", base.STORAGE_VERSION - 1)
+    before = CoDEx(str(codex_s_root), "s", log=False, pre_transform=transform)
+    assert before.processed_dir != folder_now and os.path.isdir(before.processed_dir)
