@@ -184,6 +184,6 @@ def test_dataset_statistics_on_every_layout():
     reference = dataset_statistics(hand_kg(), beta=1.0)
     # hand-counted: 6 entities (5 in training triples), 3 relations, 7/1/1 triples, 5 entity-focused edges
     assert [reference[k] for k in ("entities", "relations", "train_entities", "train", "valid", "test",
-                                   "ef_edges", "rf_nodes")] == [6, 3, 5, 7, 1, 1, 5, 12]
+                                   "ef_undirected_edges", "rf_nodes")] == [6, 3, 5, 7, 1, 1, 5, 12]
     for layout in LAYOUTS.values():
         assert dataset_statistics(layout(), beta=1.0) == reference

@@ -214,7 +214,7 @@ def test_wgekge_forward_and_loss_are_wge(kg):
     # the loss: both directions of every triple as 1-N queries
     loss = model.loss(head, rel, tail)
     positives = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 3, 1, 0, 4, 9]])
-    expected = wge.loss(
+    expected = wge.query_loss(
         wge.encode(**wge.graph_inputs(kg)),
         torch.tensor([0, 4, 9, 3, 3, 1]),
         torch.tensor([0, 1, 2, 3, 4, 5]),

@@ -182,7 +182,7 @@ def test_one_epoch_on_two_processes_matches_one_process(one_epoch):
         other = double["model"][name]
         if not value.is_floating_point():  # num_batches_tracked
             assert torch.equal(other, value), name
-        elif name.startswith("encoder.") and name.endswith(("f_bias", "_norm.running_mean")):
+        elif name.startswith("encoder.") and name.endswith(("_conv.bias", "_norm.running_mean")):
             # An encoder conv's bias feeds a batch norm, which removes any per-channel constant:
             # its gradient is zero in exact arithmetic, i.e. rounding noise, which Adam scales to
             # steps of up to lr in either process alike; the norm's running mean follows it.

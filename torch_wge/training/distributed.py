@@ -268,7 +268,7 @@ class BatchLoss(torch.nn.Module):
     r"""The training loss of a batch as a module, for
     :class:`~torch.nn.parallel.DistributedDataParallel` (whose hooks run on
     ``forward``): encodes the whole graph, then returns
-    ``scale * model.loss(...)`` for the given queries.
+    ``scale * model.query_loss(...)`` for the given queries.
 
     With no queries (an empty part of a sharded batch) it returns zero times
     the scores of the empty batch, so that every parameter still receives a
@@ -279,7 +279,7 @@ class BatchLoss(torch.nn.Module):
         model (WGE): The model.
         graph_inputs (dict): The adjacency arguments of ``model.encode``.
         matmul_dtype (torch.dtype, optional): Dtype of the loss's scoring
-            matmuls (see :meth:`WGE.loss`). (default: :obj:`None`)
+            matmuls (see :meth:`WGE.query_loss`). (default: :obj:`None`)
 
     Shapes:
         - **input:** ``heads [B_j]``, ``relations [B_j]``, ``positives [2, P_j]``
@@ -296,7 +296,7 @@ class BatchLoss(torch.nn.Module):
         encoded = self.model.encode(**self.graph_inputs)
         if heads.numel() == 0:
             return self.model.layer_scores(encoded, heads, relations).sum() * 0.0
-        loss = self.model.loss(encoded, heads, relations, positives, self.matmul_dtype)
+        loss = self.model.query_loss(encoded, heads, relations, positives, self.matmul_dtype)
         return loss if scale == 1.0 else loss * scale
 
 

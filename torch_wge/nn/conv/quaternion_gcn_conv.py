@@ -1,8 +1,9 @@
-from typing import Optional
+from typing import Optional, Union, cast
 
 import torch
 from torch import Tensor
 from torch.nn import Parameter
+from torch_geometric.nn import Linear
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.typing import Adj, OptTensor
 
@@ -106,7 +107,7 @@ class QuaternionGCNConv(MessagePassing):
         self.add_self_loops = add_self_loops
         self.normalize = normalize
         self.gcn_normalization = GCNNormalization(improved, add_self_loops, self.flow, cached)
-        self.lin = QuaternionLinear(in_channels, out_channels, bias=False)
+        self.lin = self._weight(in_channels, out_channels)
         if bias:
             self.bias = Parameter(torch.empty(out_channels))
         else:
@@ -122,9 +123,13 @@ class QuaternionGCNConv(MessagePassing):
             torch.nn.init.zeros_(self.bias)
         self.gcn_normalization.clear()
 
+    def _weight(self, in_channels: int, out_channels: int) -> Union[QuaternionLinear, Linear]:
+        r"""The map :math:`\mathbf{W} \otimes`: a :class:`~torch_wge.nn.QuaternionLinear` without bias."""
+        return QuaternionLinear(in_channels, out_channels, bias=False)
+
     def quaternion_matrix(self) -> Tensor:
         r"""The real matrix ``[F_in, F_out]`` that applies :math:`\mathbf{W} \otimes`."""
-        return self.lin.matrix()
+        return cast(QuaternionLinear, self.lin).matrix()
 
     def forward(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
         if isinstance(x, (tuple, list)):

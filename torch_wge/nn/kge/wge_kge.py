@@ -8,7 +8,6 @@ from torch_geometric.typing import Adj
 
 from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.nn.models.wge import WGE, EncodedGraph
-from torch_wge.utils.triples import add_inverse_triples
 
 
 class WGEKGE(OneToNTest, KGEModel):
@@ -20,9 +19,10 @@ class WGEKGE(OneToNTest, KGEModel):
     WGE encodes the whole graph before it scores. :meth:`forward` returns the
     score :math:`f(h, r, t) = \sum_k \alpha_k f_k(h, r, t)` of each triple
     (its tail only, not every entity); relation ids :math:`r + R` are the
-    inverses. :meth:`loss` is WGE's 1-N objective for the batch's queries
-    :math:`(h, r, ?)` and :math:`(t, r^{-1}, ?)` against all entities (the
-    negatives are all other entities, so :meth:`random_sample` is not used).
+    inverses. :meth:`loss` is :meth:`WGE.loss <torch_wge.nn.WGE.loss>`, the
+    1-N objective for the batch's queries :math:`(h, r, ?)` and
+    :math:`(t, r^{-1}, ?)` against all entities (the negatives are all
+    other entities, so :meth:`random_sample` is not used).
     In evaluation (:meth:`eval` mode without gradients, as in PyG's
     :meth:`~torch_geometric.nn.kge.KGEModel.test`) the encoding is computed
     once and reused until a parameter changes (an optimizer step or a loaded
@@ -96,9 +96,7 @@ class WGEKGE(OneToNTest, KGEModel):
         return self.wge.score_triples(self._encode(), head_index, rel_type, tail_index)
 
     def loss(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
-        queries = add_inverse_triples(torch.stack([head_index, rel_type, tail_index], dim=1), self.num_relations)
-        positives = torch.stack([torch.arange(queries.size(0), device=queries.device), queries[:, 2]])
-        return self.wge.loss(self._encode(), queries[:, 0], queries[:, 1], positives)
+        return self.wge.loss(self._encode(), head_index, rel_type, tail_index)
 
     def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
         r"""Encodes the graph once and returns ``score_fn(entities [B],

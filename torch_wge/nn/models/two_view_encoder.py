@@ -42,7 +42,7 @@ class TwoViewEncoder(torch.nn.Module):
         - **input:** entities ``x [N, C]``, relations ``rel [M, C]``,
           ``ef_edge_index [2, E_ef]`` over the ``N`` entities,
           ``rf_edge_index [2, E_rf]`` over ``N + M`` nodes (relation ``m`` is
-          node ``N + m``, or as ``rf_node_type [N + M]`` says, see
+          node ``N + m``; a batch's ``batch.rf_edge_index``, see
           :class:`~torch_wge.nn.TwoViewConv`); either may be a sparse
           adjacency instead.
         - **output:** a list of ``K + 1`` pairs ``(x_k [N, C], rel_k [M, C])``,
@@ -75,11 +75,10 @@ class TwoViewEncoder(torch.nn.Module):
         rel: Tensor,
         ef_edge_index: Optional[Adj] = None,
         rf_edge_index: Optional[Adj] = None,
-        rf_node_type: Optional[Tensor] = None,
     ) -> List[Tuple[Tensor, Tensor]]:
         states = [(x, rel)]
         for conv in self.convs:
-            x, rel = conv(x, rel, ef_edge_index, rf_edge_index, rf_node_type)
+            x, rel = conv(x, rel, ef_edge_index, rf_edge_index)
             states.append((x, rel))
         return states
 

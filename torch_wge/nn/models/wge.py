@@ -17,6 +17,7 @@ from torch_wge.utils.quaternion import (
     quaternion_norm,
 )
 from torch_wge.utils.sparse import csr_adjacency
+from torch_wge.utils.triples import add_inverse_triples, query_from_key, query_key
 
 #: Encoder views of WGE and its single-view ablations: the graph view of
 #: :mod:`torch_wge.transforms` that each encoder input reads.
@@ -47,6 +48,19 @@ class EncodedGraph:
         if self._candidates is None:
             self._candidates = torch.cat(self.entities, dim=-1)
         return self._candidates
+
+
+def _triple_queries(head_index: Tensor, rel_type: Tensor, tail_index: Tensor, num_relations: int):
+    r"""The distinct 1-N queries of triples asked in both directions,
+    :math:`(h, r, ?)` and :math:`(t, r + R, ?)`: their ``heads [Q]``,
+    ``relations [Q]`` and ``positives [2, P]`` (query, answer) over the
+    distinct answers, queries sorted by (head, relation)."""
+    triples = torch.unique(
+        add_inverse_triples(torch.stack([head_index, rel_type, tail_index], dim=1), num_relations), dim=0
+    )
+    keys, rows = torch.unique_consecutive(query_key(triples[:, 0], triples[:, 1], num_relations), return_inverse=True)
+    heads, relations = query_from_key(keys, num_relations)
+    return heads, relations, torch.stack([rows, triples[:, 2]])
 
 
 class WGE(torch.nn.Module):
@@ -232,29 +246,29 @@ class WGE(torch.nn.Module):
         over the edges.
 
         A :class:`~torch_geometric.data.Batch` of several graphs is refused:
-        WGE embeds the entities and relations of one knowledge graph (use
-        :class:`~torch_wge.nn.TwoViewEncoder` with :obj:`rf_node_type` to
-        encode a batch of graphs)."""
+        WGE embeds the entities and relations of one knowledge graph (a
+        :class:`~torch_wge.nn.TwoViewEncoder` encodes a batch of graphs from
+        ``batch.ef_edge_index`` and ``batch.rf_edge_index``)."""
         if isinstance(data, Batch) and data.num_graphs > 1:
             raise ValueError(
                 f"'{self.__class__.__name__}' embeds one knowledge graph, got a batch of {data.num_graphs} graphs; "
-                f"encode a batch of graphs with TwoViewEncoder(..., rf_node_type=batch.rf_node_type)"
+                f"encode a batch of graphs with TwoViewEncoder(x, rel, batch.ef_edge_index, batch.rf_edge_index)"
             )
         if self.encoder is None:
             return {}
         views = VIEWS[self.views]
-        missing = [attr for view in views.values() for attr in view if getattr(data, attr, None) is None]
+        missing = [view.edge_index for view in views.values() if getattr(data, view.edge_index, None) is None]
         if missing:
             raise ValueError(
                 f"'{self.__class__.__name__}(views={self.views!r})' needs {missing} on the data; "
                 f"apply the matching transforms from torch_wge.transforms"
             )
+        edges = {arg: getattr(data, view.edge_index) for arg, view in views.items()}
         if not sparse:
-            return {arg: data[view.edge_index] for arg, view in views.items()}
+            return edges
         dtype = self.entity_embedding.weight.dtype
         return {
-            arg: csr_adjacency(data[view.edge_index], int(getattr(data, view.num_nodes)), dtype)
-            for arg, view in views.items()
+            arg: csr_adjacency(edges[arg], int(getattr(data, view.num_nodes)), dtype) for arg, view in views.items()
         }
 
     def encode(self, ef_edge_index: Optional[Adj] = None, rf_edge_index: Optional[Adj] = None) -> EncodedGraph:
@@ -297,12 +311,60 @@ class WGE(torch.nn.Module):
     def loss(
         self,
         encoded: EncodedGraph,
+        head_index: Tensor,
+        rel_type: Tensor,
+        tail_index: Tensor,
+        matmul_dtype: Optional[torch.dtype] = None,
+    ) -> Tensor:
+        r"""The training loss of a batch of triples :math:`(h, r, t)`, given
+        as :meth:`torch_geometric.nn.kge.KGEModel.loss` takes them: each
+        triple is asked in both directions, as the 1-N queries
+        :math:`(h, r, ?)` and :math:`(t, r^{-1}, ?)` (relation ``r + R``),
+        a query asked by several triples of the batch once, with all their
+        answers as its positives; then :meth:`query_loss` of these queries.
+        On the batch of all training triples of some queries this is the
+        loss that :command:`torch-wge train` computes for those queries.
+
+        Args:
+            encoded (EncodedGraph): :meth:`encode` of the graph.
+            head_index (Tensor): Heads ``[B]``.
+            rel_type (Tensor): Relations ``[B]``, in :math:`[0, R)`.
+            tail_index (Tensor): Tails ``[B]``.
+            matmul_dtype (torch.dtype, optional): See :meth:`query_loss`.
+                (default: :obj:`None`)
+
+        Example:
+            >>> model = WGE(num_entities=5, num_relations=2, hidden_channels=2, num_layers=1)
+            >>> ef = torch.tensor([[0, 1], [1, 0]]); rf = torch.tensor([[0, 5], [5, 0]])
+            >>> head, rel, tail = torch.tensor([0, 1, 3]), torch.tensor([0, 1, 0]), torch.tensor([1, 2, 4])
+            >>> loss = model.loss(model.encode(ef, rf), head, rel, tail)
+            >>> loss.backward()
+        """
+        name = f"'{self.__class__.__name__}.loss'"
+        if not (head_index.dim() == rel_type.dim() == tail_index.dim() == 1):
+            raise ValueError(
+                f"{name} takes triples as head_index, rel_type, tail_index [B]; got shapes "
+                f"{[list(t.shape) for t in (head_index, rel_type, tail_index)]} (1-N queries with "
+                f"[2, P] positives go to query_loss)"
+            )
+        if not (head_index.numel() == rel_type.numel() == tail_index.numel()):
+            raise ValueError(
+                f"{name} got {head_index.numel()} heads, {rel_type.numel()} relations, {tail_index.numel()} tails"
+            )
+        heads, relations, positives = _triple_queries(head_index, rel_type, tail_index, self.num_relations)
+        return self.query_loss(encoded, heads, relations, positives, matmul_dtype)
+
+    def query_loss(
+        self,
+        encoded: EncodedGraph,
         heads: Tensor,
         relations: Tensor,
         positives: Tensor,
         matmul_dtype: Optional[torch.dtype] = None,
     ) -> Tensor:
-        r"""The training loss of a batch of queries: the objective (default
+        r"""The training loss of a batch of 1-N queries
+        ``(heads[b], relations[b])`` (relation ids in :math:`[0, 2R)`), what
+        the trainer computes: the objective (default
         1-N binary cross-entropy with label smoothing,
 
         .. math::
@@ -350,7 +412,7 @@ class WGE(torch.nn.Module):
         self, encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor
     ) -> Tensor:
         r"""Relation prediction for the batch's training triples
-        :math:`(h_b, r_b, t)`, ``positives [2, T]`` as in :meth:`loss`:
+        :math:`(h_b, r_b, t)`, ``positives [2, T]`` as in :meth:`query_loss`:
 
         .. math::
             \sum_k \frac{\alpha_k}{T} \sum_{(b, t)} -\log
@@ -375,7 +437,7 @@ class WGE(torch.nn.Module):
         r"""The N3 regulariser of the batch's training triples on the input
         (layer-0) embeddings, :math:`\frac{1}{T} \sum_{(b, t)} \sum_q
         (|x_{h_b, q}|^3 + |r_{b, q}|^3 + |x_{t, q}|^3)` over the quaternions
-        :math:`q` of each embedding; ``positives [2, T]`` as in :meth:`loss`."""
+        :math:`q` of each embedding; ``positives [2, T]`` as in :meth:`query_loss`."""
         rows, tails = positives
         x, rel = encoded.entities[0], encoded.relations[0]
         cubes = [quaternion_norm(t).pow(3).sum() for t in (x[heads[rows]], rel[relations[rows]], x[tails])]
