@@ -291,6 +291,89 @@ def test_uneven_and_empty_parts_give_the_global_batch_gradient(tmp_path):
             assert error <= 1e-4 * p.grad.abs().max() + 1e-7, (name, error)
 
 
+# ------------------------------------------------------ sharded encoder
+# (views, K, conv): both views at K = 1, 2, 3 (real weights at K = 3), and the single-view and Levi ablations
+SHARDED_CASES = [
+    ("two-view", 1, "quaternion"),
+    ("two-view", 2, "quaternion"),
+    ("two-view", 3, "gcn"),
+    ("entity", 2, "quaternion"),
+    ("relation", 2, "quaternion"),
+    ("levi", 2, "quaternion"),
+]
+SHARDED_BATCH = 61  # queries of the one global batch: 31 / 30 on 2 processes, 21 / 20 / 20 on 3
+
+
+def _sharded_case(views, num_layers, conv):
+    """The float64 model (same initialisation in every process), its graph, adjacencies and validation evaluator.
+    41 entities and 8 relation nodes: shares of 21 / 20 and 4 / 4 rows on 2 processes, 14 / 14 / 13 and 3 / 3 / 2
+    on 3."""
+    from torch_wge.training import build_model, graph_transform
+
+    config = make_config(views=views, num_layers=num_layers, conv=conv)
+    data = graph_transform(config)(random_kg(41, 4, 400, seed=5))
+    torch.manual_seed(0)
+    model = build_model(config, data).double()
+    evaluator = LinkPredictionEvaluator(
+        split_triples(data, "valid"), split_triples(data, "all"), data.num_nodes, data.num_relations
+    )
+    return model, data, model.graph_inputs(data), evaluator
+
+
+def _sharded_encoder_job(rank, out, world_size):
+    """Each case: the loss and gradients of one global batch and the validation metrics, sharded encoder."""
+    from torch_wge.training import TrainingQueries
+    from torch_wge.training.sharded_encoder import shard_encoder
+
+    context = DistributedContext.from_environment("cpu")
+    results = []
+    for case in SHARDED_CASES:
+        model, data, inputs, evaluator = _sharded_case(*case)
+        SyncedBatchNorm1d.convert(model.decoders, context.new_group())
+        shard_encoder(model, context.new_group())
+        module = wrap_data_parallel(BatchLoss(model, inputs), context)
+        queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
+        start, stop = shard_bounds(SHARDED_BATCH, rank, world_size)
+        loss = module(*queries.batch(torch.arange(start, stop)), world_size * (stop - start) / SHARDED_BATCH)
+        loss.backward()
+        model.eval()
+        metrics = evaluate_model(model, inputs, evaluator, 16, distributed=context).to_flat_dict()
+        results.append(
+            {
+                "loss": context.sum(loss.item()) / world_size,
+                "grads": {name: p.grad.clone() for name, p in model.named_parameters()},
+                "state": list(model.state_dict()),
+                "metrics": metrics,
+            }
+        )
+    torch.save(results, Path(out) / f"sharded-rank{rank}.pt")
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_sharded_encoder_equals_one_process(tmp_path, world_size):
+    from torch_wge.training import TrainingQueries
+
+    run_processes(partial(_sharded_encoder_job, out=tmp_path, world_size=world_size), world_size=world_size)
+    got = [torch.load(tmp_path / f"sharded-rank{rank}.pt") for rank in range(world_size)]
+    for index, case in enumerate(SHARDED_CASES):
+        model, data, inputs, evaluator = _sharded_case(*case)
+        queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
+        loss = BatchLoss(model, inputs)(*queries.batch(torch.arange(SHARDED_BATCH)))
+        loss.backward()
+        model.eval()
+        metrics = evaluate_model(model, inputs, evaluator, 16).to_flat_dict()
+        # float64 rounding (1e-16) amplified by the batch norms stays far below 1e-9 of the gradients' scale;
+        # the encoder convs' biases feed batch norms and have a zero gradient, i.e. rounding noise of that scale
+        scale = max(p.grad.abs().max().item() for p in model.parameters())
+        for rank, result in enumerate(results[index] for results in got):
+            assert result["loss"] == pytest.approx(loss.item(), rel=1e-12), (case, rank)
+            assert result["state"] == list(model.state_dict()), case  # the sharding renames nothing
+            assert result["metrics"] == metrics, (case, rank)
+            for name, p in model.named_parameters():
+                error = (result["grads"][name] - p.grad).abs().max().item()
+                assert error <= 1e-9 * scale, (case, rank, name, error)
+
+
 # -------------------------------------------------- one-process pieces
 def test_shard_bounds_cover_every_item_once():
     for size in (0, 1, 5, 64, 65):

@@ -21,7 +21,7 @@ FORMAT = "torch_wge-checkpoint-v1"
 #: ``precision``). A changed ``device`` or ``precision`` (or thread count)
 #: rounds the later epochs otherwise: the resumed run is then not bit for
 #: bit an uninterrupted one, and the trainer says so.
-RESUMABLE_CHANGES = ("epochs", "patience", "time_limit", "root", "device", "eval_batch_size", "precision")
+RESUMABLE_CHANGES = ("epochs", "patience", "time_limit", "root", "device", "eval_batch_size", "precision", "encoder")
 
 
 class CheckpointError(RuntimeError):

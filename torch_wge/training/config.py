@@ -14,6 +14,7 @@ CHOICES = {
     "objective": tuple(OBJECTIVES),
     "schedule": ("constant", "cosine"),
     "precision": tuple(PRECISIONS),
+    "encoder": ("sharded", "replicated"),
 }
 
 _PAPER = dict(
@@ -193,6 +194,11 @@ class TrainConfig:
         "float32; tf32 (TensorFloat-32 matmuls on CUDA, training and evaluation); bf16 (bfloat16 operands for"
         " the training loss's scoring matmuls, the bulk of an epoch; slower on CPUs without bf16 "
         "instructions)",
+    )
+    encoder: str = setting(
+        "sharded",
+        "with several processes: sharded (each process computes its share of the encoder's node rows, the "
+        "layers' rows gathered) or replicated (every process runs the whole encoder); one process ignores it",
     )
     seed: int = setting(0, "random seed")
     device: Optional[str] = setting(None, "cpu, cuda, cuda:1, ... (default: cuda when available)")

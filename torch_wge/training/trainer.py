@@ -23,6 +23,7 @@ from torch_wge.training.model import build_model, check_memory
 from torch_wge.training.precision import PRECISIONS, float32_matmul_precision
 from torch_wge.training.queries import TrainingQueries
 from torch_wge.training.run_folder import RunLock, RunLog, open_run_folder, repair_best
+from torch_wge.training.sharded_encoder import shard_encoder
 
 
 class TrainingError(RuntimeError):
@@ -129,6 +130,10 @@ class Trainer:
         if self.dist.enabled:
             # the decoders' batch norms see only this process's part of a batch
             SyncedBatchNorm1d.convert(self.model.decoders, self.dist.new_group())
+            if config.encoder == "sharded":  # the average is evaluated with the same shares
+                group = self.dist.new_group()
+                for model in (self.model,) if self.ema is None else (self.model, self.ema.model):
+                    shard_encoder(model, group)
         # the training loss as a module: DistributedDataParallel hooks on forward
         matmul_dtype = PRECISIONS[config.precision].loss_matmul_dtype
         self.loss_module = wrap_data_parallel(BatchLoss(self.model, self.graph_inputs, matmul_dtype), self.dist)

@@ -1,0 +1,267 @@
+r"""The two-view encoder sharded over the processes of a run: each process
+computes its own rows of every layer.
+
+With :math:`P` processes, process :math:`p` owns a contiguous share
+:math:`E_p` of the :math:`N` entity rows and a contiguous share :math:`Q_p`
+of the :math:`M = 2R` relation-node rows
+(:func:`~torch_wge.evaluation.sharding.shard_bounds`: the shares differ by at
+most one row). A view's layer :math:`\mathbf{H}' = g(\mathrm{norm}(
+\mathbf{\hat{A}} (\mathbf{W} \otimes \mathbf{H}) + \mathbf{b}))` is computed
+as
+
+.. math::
+    \mathbf{Z}_{p} = \mathbf{W} \otimes \mathbf{H}_{p}, \qquad
+    \mathbf{Z} = \mathrm{all\_gather}_p(\mathbf{Z}_{p}), \qquad
+    \mathbf{H}'_{p} = g\left(\mathrm{norm}\left(\mathbf{\hat{A}}_{p,:}
+    \mathbf{Z} + \mathbf{b}\right)\right)
+
+with :math:`p` the process's rows of the view (:math:`E_p` in the
+entity-focused view; :math:`E_p` and :math:`N + Q_p` in the relation-focused
+or Levi view, whose :math:`N + M` nodes are entities, then relation nodes).
+Each process does :math:`1/P` of the quaternion products and of the sparse
+sums. The batch norms normalise with the mean and variance of all rows of all
+processes (:class:`~torch_wge.nn.norm.SyncedBatchNorm1d` over the
+processes' rows), as one process does over the whole view. The decoders read
+every entity and relation at every layer, so each layer's rows are gathered
+too; the encoder returns what :class:`~torch_wge.nn.TwoViewEncoder` returns,
+in every process.
+
+Backward, each all-gather is a reduce-scatter (:class:`GatherRows`): process
+:math:`p` receives the sum over all processes of the gradients of its rows,
+and back-propagates through its rows only. Parameters' gradients are then
+each process's share, and
+:class:`~torch.nn.parallel.DistributedDataParallel`'s average over the
+processes makes them the gradient of the global batch, as for the replicated
+encoder. Per layer and step, a process sends and receives about
+:math:`(2 + 1) (N + M) C` numbers forward (the two views' products and the
+layer's output) and as many backward.
+
+The encoder has no dropout (only the decoders do, per process and per query,
+see :mod:`torch_wge.training.distributed`), so with any dropout the sharded
+encoder computes what the replicated one computes, to the order of
+floating-point sums.
+"""
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from torch_wge.evaluation.sharding import shard_bounds
+from torch_wge.nn import TwoViewConv, TwoViewEncoder
+from torch_wge.nn.conv import QuaternionGCNConv
+from torch_wge.nn.norm import SyncedBatchNorm1d
+from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpose
+
+__all__ = ["GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
+
+
+class GatherRows(torch.autograd.Function):
+    r"""All processes' row blocks, one after the other: process :math:`p`
+    gives its ``sizes[p]`` rows, every process gets all
+    :math:`\sum_p` ``sizes[p]`` rows. Uneven blocks are padded to the largest
+    for one :func:`torch.distributed.all_gather_single` (gloo and NCCL alike).
+    Backward is the matching :func:`torch.distributed.reduce_scatter_single`:
+    process :math:`p` receives the sum over all processes of the gradients of
+    its rows.
+
+    ``GatherRows.apply(local, sizes, group)``.
+
+    Shapes:
+        - **input:** ``local [sizes[rank], C]``
+        - **output:** ``[sum(sizes), C]``
+    """
+
+    @staticmethod
+    def forward(ctx, local: Tensor, sizes: Sequence[int], group) -> Tensor:
+        ctx.sizes, ctx.group = sizes, group
+        largest = max(sizes)
+        padded = local.new_zeros((largest,) + tuple(local.shape[1:]))
+        padded[: local.size(0)] = local
+        gathered = local.new_empty((len(sizes) * largest,) + tuple(local.shape[1:]))
+        dist.all_gather_single(gathered, padded, group=group)
+        return torch.cat([block[:size] for block, size in zip(gathered.split(largest), sizes)])
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        sizes = ctx.sizes
+        largest = max(sizes)
+        padded = grad.new_zeros((len(sizes) * largest,) + tuple(grad.shape[1:]))
+        for block, part in zip(padded.split(largest), grad.split(list(sizes))):
+            block[: part.size(0)] = part
+        total = grad.new_empty((largest,) + tuple(grad.shape[1:]))
+        dist.reduce_scatter_single(total, padded, group=ctx.group)
+        return total[: sizes[dist.get_rank(ctx.group)]], None, None
+
+
+class _Shares:
+    """The processes' contiguous shares of ``count`` rows."""
+
+    def __init__(self, count: int, world_size: int, rank: int):
+        self.bounds = [shard_bounds(count, r, world_size) for r in range(world_size)]
+        self.sizes = [stop - start for start, stop in self.bounds]
+        self.own = self.bounds[rank]
+
+    def slice(self, rows: Tensor) -> Tensor:
+        """This process's rows of ``rows [count, C]``."""
+        return rows[self.own[0] : self.own[1]]
+
+
+class ShardedTwoViewEncoder(TwoViewEncoder):
+    r"""A :class:`~torch_wge.nn.TwoViewEncoder` whose rows are computed by
+    the processes of ``group``, each its own share (see
+    :mod:`torch_wge.training.sharded_encoder`); every process gets the
+    whole result. It shares the layers of :obj:`encoder` (the parameters'
+    names are those of the encoder: state dicts load either way) and
+    replaces their batch norms by :class:`~torch_wge.nn.norm.SyncedBatchNorm1d`
+    over ``group`` (:class:`torch.nn.SyncBatchNorm` on CUDA), whose
+    statistics are those of all rows. Call it in every process of ``group``,
+    with the same inputs.
+
+    Args:
+        encoder (TwoViewEncoder): The encoder whose layers to share; its
+            layers' norms must be batch norms or :obj:`None`.
+        group (optional): The process group; its own group keeps the
+            encoder's collectives apart from those of
+            :class:`~torch.nn.parallel.DistributedDataParallel`.
+            (default: all processes)
+
+    Shapes:
+        - **input:** as :class:`~torch_wge.nn.TwoViewEncoder`, with each view
+          a ``torch.sparse_csr`` adjacency (what
+          :meth:`~torch_wge.nn.WGE.graph_inputs` gives)
+        - **output:** as :class:`~torch_wge.nn.TwoViewEncoder`, the same in
+          every process
+    """
+
+    def __init__(self, encoder: TwoViewEncoder, group=None):
+        torch.nn.Module.__init__(self)  # the layers are encoder's, not new ones
+        self.channels = encoder.channels
+        self.num_layers = encoder.num_layers
+        self.convs = encoder.convs
+        self.group = group or dist.group.WORLD
+        self.rank = dist.get_rank(self.group)
+        self.world_size = dist.get_world_size(self.group)
+        for conv in self._layers():
+            for name in ("entity_norm", "relation_norm"):
+                norm = getattr(conv, name)
+                if norm is not None and not isinstance(norm, torch.nn.modules.batchnorm._BatchNorm):
+                    raise ValueError(
+                        f"'{self.__class__.__name__}' normalises with statistics over all processes' rows: "
+                        f"batch norms only, got {norm.__class__.__name__}"
+                    )
+                setattr(conv, name, None if norm is None else SyncedBatchNorm1d.convert(norm, self.group))
+        # each layer's and view's rows of the normalised adjacency, with their transpose
+        self._rows: Dict[Tuple[int, str], Tuple[Tensor, Tensor, Tensor]] = {}
+
+    def _layers(self) -> List[TwoViewConv]:
+        return list(self.convs)  # type: ignore[arg-type]
+
+    def forward(
+        self,
+        x: Tensor,
+        rel: Tensor,
+        ef_edge_index: Optional[Tensor] = None,
+        rf_edge_index: Optional[Tensor] = None,
+    ) -> List[Tuple[Tensor, Tensor]]:
+        for name, adj in (("ef_edge_index", ef_edge_index), ("rf_edge_index", rf_edge_index)):
+            if adj is not None and adj.layout != torch.sparse_csr:
+                raise ValueError(
+                    f"'{self.__class__.__name__}' takes each view as a torch.sparse_csr adjacency "
+                    f"(WGE.graph_inputs), got {name} of layout {adj.layout}"
+                )
+        entities = _Shares(x.size(0), self.world_size, self.rank)
+        relations = _Shares(rel.size(0), self.world_size, self.rank)
+        x_own, rel_own = entities.slice(x), relations.slice(rel)
+        states = [(x, rel)]
+        for k, conv in enumerate(self._layers()):
+            x_rf = None
+            if conv.relation_conv is not None:  # Eq. 6 over this process's [X; R] rows
+                h = self._view(
+                    k,
+                    "rf",
+                    conv,
+                    conv.relation_conv,
+                    conv.relation_norm,
+                    [x_own, rel_own],
+                    rf_edge_index,
+                    [entities, relations],
+                )
+                x_rf, rel_own = h.split([x_own.size(0), rel_own.size(0)])
+                rel = GatherRows.apply(rel_own, relations.sizes, self.group)
+            if conv.entity_conv is None:
+                assert x_rf is not None  # a layer reads at least one view
+                x_own = x_rf
+            else:  # Eq. 4, then Eqs. 5 and 7
+                x_ef = self._view(k, "ef", conv, conv.entity_conv, conv.entity_norm, [x_own], ef_edge_index, [entities])
+                x_own = x_ef if x_rf is None else x_ef * x_rf
+            states.append((GatherRows.apply(x_own, entities.sizes, self.group), rel))
+        return states
+
+    def _view(
+        self,
+        layer: int,
+        view: str,
+        conv: TwoViewConv,
+        view_conv: QuaternionGCNConv,
+        norm: Optional[torch.nn.Module],
+        own: List[Tensor],
+        adj: Optional[Tensor],
+        shares: List[_Shares],
+    ) -> Tensor:
+        r""":math:`g(\mathrm{norm}(\mathbf{\hat{A}}_{p,:} (\mathbf{W} \otimes \mathbf{H}) + \mathbf{b}))`
+        for this process's rows ``own`` of each node block of the view."""
+        assert adj is not None  # TwoViewEncoder's views, checked by the layers' own forward alike
+        z_own = view_conv.lin(torch.cat(own))
+        z = torch.cat(
+            [
+                GatherRows.apply(block, share.sizes, self.group)
+                for block, share in zip(z_own.split([t.size(0) for t in own]), shares)
+            ]
+        )
+        rows, rows_t = self._adjacency_rows(layer, view, view_conv, adj, z.dtype, shares)
+        h = matmul_with_transpose(rows, rows_t, z)
+        if view_conv.bias is not None:
+            h = h + view_conv.bias
+        if norm is not None:
+            h = norm(h)
+        return conv.act(h) if conv.act is not None else h
+
+    def _adjacency_rows(
+        self,
+        layer: int,
+        view: str,
+        view_conv: QuaternionGCNConv,
+        adj: Tensor,
+        dtype: torch.dtype,
+        shares: List[_Shares],
+    ) -> Tuple[Tensor, Tensor]:
+        """This process's rows of the view's normalised adjacency and their transpose, kept while the
+        convolution's normalisation is the same."""
+        num_nodes = adj.size(0)
+        normalized = view_conv.gcn_normalization(adj, None, num_nodes, dtype)[0] if view_conv.normalize else adj
+        kept = self._rows.get((layer, view))
+        if kept is None or kept[0] is not normalized:
+            offsets = [0]
+            for share in shares:
+                offsets.append(offsets[-1] + sum(share.sizes))
+            ranges = [(offset + share.own[0], offset + share.own[1]) for offset, share in zip(offsets, shares)]
+            rows = csr_rows(normalized, ranges)
+            kept = (normalized, rows, csr_transpose(rows))
+            if view_conv.cached:
+                self._rows[(layer, view)] = kept
+        return kept[1], kept[2]
+
+
+def shard_encoder(model: torch.nn.Module, group=None) -> torch.nn.Module:
+    """Replaces the :class:`~torch_wge.nn.TwoViewEncoder` of ``model`` (a
+    :class:`~torch_wge.nn.WGE`, attribute ``encoder``) by a
+    :class:`ShardedTwoViewEncoder` over ``group`` that shares its layers;
+    a model without an encoder (``num_layers=0``) is left as it is. Returns
+    ``model``. Build the optimiser afterwards: the batch norms' parameters
+    are new objects (with the same values and names)."""
+    encoder = getattr(model, "encoder", None)
+    if isinstance(encoder, TwoViewEncoder) and not isinstance(encoder, ShardedTwoViewEncoder):
+        model.encoder = ShardedTwoViewEncoder(encoder, group)
+    return model
