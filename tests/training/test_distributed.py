@@ -100,8 +100,11 @@ def _train_job(rank, out, config, resume=False, die_after_epoch=None):
                 os._exit(3)
 
         trainer_module.save_checkpoint = save_then_die
+    from torch_wge.training.sharded_encoder import ShardedTwoViewEncoder
+
     trainer = Trainer(config, make_data(), out, progress=False)
-    assert trainer.dist.world_size == WORLD_SIZE and trainer.dist.backend == "gloo"
+    assert trainer.dist.world_size == int(os.environ["WORLD_SIZE"]) and trainer.dist.backend == "gloo"
+    assert isinstance(trainer.model.encoder, ShardedTwoViewEncoder) == (config.encoder == "sharded")
     result = trainer.fit(resume=resume)
     # every rank holds the same model (also its batch-norm running averages)
     torch.save(trainer.model.state_dict(), Path(out) / f"model-rank{rank}.pt")
@@ -372,6 +375,25 @@ def test_sharded_encoder_equals_one_process(tmp_path, world_size):
             for name, p in model.named_parameters():
                 error = (result["grads"][name] - p.grad).abs().max().item()
                 assert error <= 1e-9 * scale, (case, rank, name, error)
+
+
+def test_a_sharded_run_resumes_replicated_on_another_number_of_processes(tmp_path):
+    """Killed after epoch 1 of a 2-process sharded run (validating its weights' average), resumed with
+    --encoder replicated on 3 processes: accepted, and epoch 2 is trained and logged once."""
+    config = make_config(epochs=2, ema_decay=0.5)
+    with pytest.raises(mp.ProcessExitedException):
+        run_processes(partial(_train_job, out=tmp_path, config=config, die_after_epoch=1))
+    killed = load_checkpoint(tmp_path / "last.pt")
+    assert killed["world_size"] == 2 and killed["config"]["encoder"] == "sharded"
+    replicated = make_config(epochs=2, ema_decay=0.5, encoder="replicated")
+    run_processes(partial(_train_job, out=tmp_path, config=replicated, resume=True), world_size=3)
+    resumed = load_checkpoint(tmp_path / "last.pt")
+    assert resumed["world_size"] == 3 and resumed["epoch"] == 2 and resumed["config"]["encoder"] == "replicated"
+    assert list(resumed["model"]) == list(killed["model"]) and list(resumed["ema"]) == list(killed["ema"])
+    epochs = [
+        r["epoch"] for r in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines()) if r["event"] == "epoch"
+    ]
+    assert epochs == [1, 2]
 
 
 # -------------------------------------------------- one-process pieces
