@@ -6,9 +6,13 @@ trains with :class:`torch.nn.parallel.DistributedDataParallel`; in one
 process (no such variables, or ``WORLD_SIZE=1``) nothing here is used and
 training is unchanged. The scheme, with :math:`W` processes:
 
-- **Model and graph in every process.** Each process holds the whole model,
-  both graph views and its optimiser, and runs the encoder over the whole
-  graph for every batch: the encoder output is the same in every process.
+- **Model and graph in every process, the encoder's rows sharded.** Each
+  process holds the whole model, both graph views and its optimiser. With
+  ``encoder="sharded"`` (the default) each process computes its share of
+  every encoder layer's node rows and the layers' rows are gathered
+  (:class:`~torch_wge.training.sharded_encoder.ShardedTwoViewEncoder`); with
+  ``encoder="replicated"`` each runs the encoder over the whole graph. Either
+  way the encoder output is the same in every process.
 - **Queries are sharded.** Every process draws the same permutation of the
   (head, relation) training queries (the shuffle generator is seeded alike
   and restored from rank 0's checkpoint) and splits every global batch of
@@ -27,8 +31,8 @@ training is unchanged. The scheme, with :math:`W` processes:
   :class:`torch.nn.SyncBatchNorm` on CUDA, to
   :class:`~torch_wge.nn.norm.SyncedBatchNorm1d`, which also works on the CPU,
   elsewhere), so statistics, running averages and gradients are those of the
-  global batch. The encoder's batch norms see all nodes in every process and
-  need nothing.
+  global batch. The encoder's batch norms see all nodes: replicated, in every
+  process; sharded, synchronised over the processes' rows.
 - **Dropout.** Each process draws the dropout masks of its own part; the
   default generator of process :math:`j` is re-seeded at the start of every
   epoch from ``(seed, epoch, j)`` (:func:`dropout_seed`), so masks differ

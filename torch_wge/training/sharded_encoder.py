@@ -32,9 +32,11 @@ and back-propagates through its rows only. Parameters' gradients are then
 each process's share, and
 :class:`~torch.nn.parallel.DistributedDataParallel`'s average over the
 processes makes them the gradient of the global batch, as for the replicated
-encoder. Per layer and step, a process sends and receives about
-:math:`(2 + 1) (N + M) C` numbers forward (the two views' products and the
-layer's output) and as many backward.
+encoder. With both views, each layer all-gathers :math:`(3N + 2M) C` numbers
+forward (the entity-focused product, :math:`N C`; the relation-focused
+product and the layer's output, :math:`(N + M) C` each) and
+reduce-scatters as many backward. Padding uneven shares to the largest adds
+at most one row per process and block.
 
 The encoder has no dropout (only the decoders do, per process and per query,
 see :mod:`torch_wge.training.distributed`), so with any dropout the sharded

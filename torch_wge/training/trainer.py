@@ -74,7 +74,9 @@ class Trainer:
     **Several processes.** Started by ``torchrun`` (``WORLD_SIZE > 1`` in the
     environment, or a process group already initialised), the trainer joins
     the process group and trains data-parallel: every process holds the
-    model and the graph, takes its contiguous part of every global batch of
+    model and the graph, computes its share of the encoder's node rows
+    (``encoder="sharded"``, the default) or the whole encoder
+    (``"replicated"``), takes its contiguous part of every global batch of
     ``batch_size`` queries, and gradients are averaged with
     :class:`~torch.nn.parallel.DistributedDataParallel`; the decoders' batch
     norms are synchronised, evaluation is sharded, and only rank 0 writes
