@@ -214,7 +214,8 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
     ) -> Tensor:
         r""":math:`g(\mathrm{norm}(\mathbf{\hat{A}}_{p,:} (\mathbf{W} \otimes \mathbf{H}) + \mathbf{b}))`
         for this process's rows ``own`` of each node block of the view."""
-        assert adj is not None  # TwoViewEncoder's views, checked by the layers' own forward alike
+        if adj is None:
+            raise ValueError(f"'{self.__class__.__name__}' uses the {view} view but got no {view}_edge_index")
         z_own = view_conv.lin(torch.cat(own))
         z = torch.cat(
             [
