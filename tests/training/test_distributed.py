@@ -8,6 +8,8 @@ one thread.
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -394,6 +396,40 @@ def test_a_sharded_run_resumes_replicated_on_another_number_of_processes(tmp_pat
         r["epoch"] for r in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines()) if r["event"] == "epoch"
     ]
     assert epochs == [1, 2]
+
+
+@pytest.fixture
+def kg_folder(tmp_path):
+    kg = random_kg(24, 3, 160, seed=2)
+    for name, mask in (("train", "train"), ("valid", "val"), ("test", "test")):
+        rows = zip(*kg.edge_index[:, kg[f"{mask}_mask"]].tolist(), kg.edge_type[kg[f"{mask}_mask"]].tolist())
+        (tmp_path / f"{name}.txt").write_text("".join(f"e{h}\tr{r}\te{t}\n" for h, t, r in rows))
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_two_torchrun_nodes_train_sharded_as_two_processes_of_one_node(kg_folder, tmp_path):
+    """Two torchrun "machines" (--nnodes 2, c10d rendezvous on 127.0.0.1, one process each) train the
+    sharded encoder exactly as one torchrun of two processes does."""
+    repository = Path(__file__).resolve().parents[2]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repository)}
+    environment.pop("PYTEST_CURRENT_TEST", None)
+    train = ["-m", "torch_wge", "train", "--dataset", str(kg_folder), "--root", str(tmp_path / "data")]
+    train += ["--epochs", "2", "--hidden-channels", "2", "--dropout", "0", "--device", "cpu", "--no-progress"]
+    launch = [sys.executable, "-m", "torch.distributed.run"]
+    nodes = ["--nnodes", "2", "--nproc_per_node", "1", "--rdzv-backend", "c10d"]
+    nodes += ["--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", "sharded-nodes"]
+    started = [
+        subprocess.Popen(launch + nodes + train + ["--out", str(tmp_path / "nodes")], cwd=repository, env=environment)
+        for _ in range(2)
+    ]
+    assert [process.wait(timeout=300) for process in started] == [0, 0]
+    one_node = launch + ["--standalone", "--nproc_per_node", "2"] + train + ["--out", str(tmp_path / "one")]
+    subprocess.run(one_node, cwd=repository, env=environment, check=True, timeout=300)
+    nodes_state, one_state = (load_checkpoint(tmp_path / run / "last.pt") for run in ("nodes", "one"))
+    assert nodes_state["world_size"] == one_state["world_size"] == 2 and nodes_state["config"]["encoder"] == "sharded"
+    for name, value in one_state["model"].items():
+        assert torch.equal(nodes_state["model"][name], value), name
 
 
 # -------------------------------------------------- one-process pieces
