@@ -110,6 +110,16 @@ class _Shares:
         return rows[self.own[0] : self.own[1]]
 
 
+def gather_blocks(own: List[Tensor], shares: List[_Shares], group) -> List[Tensor]:
+    r"""Several row blocks gathered with one :class:`GatherRows`: ``own[i]``
+    is this process's share of block :math:`i` (its rows ``shares[i]``);
+    returns every block whole, ``[shares[i] count, C]``."""
+    per_rank = [list(sizes) for sizes in zip(*(share.sizes for share in shares))]  # [P][blocks]
+    gathered = GatherRows.apply(torch.cat(own), [sum(sizes) for sizes in per_rank], group)
+    parts = [part.split(sizes) for part, sizes in zip(gathered.split([sum(s) for s in per_rank]), per_rank)]
+    return [torch.cat([rank_parts[i] for rank_parts in parts]) for i in range(len(own))]
+
+
 class ShardedTwoViewEncoder(TwoViewEncoder):
     r"""A :class:`~torch_wge.nn.TwoViewEncoder` whose rows are computed by
     the processes of ``group``, each its own share (see
@@ -178,27 +188,46 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         x_own, rel_own = entities.slice(x), relations.slice(rel)
         states = [(x, rel)]
         for k, conv in enumerate(self._layers()):
-            x_rf = None
-            if conv.relation_conv is not None:  # Eq. 6 over this process's [X; R] rows
-                h = self._view(
-                    k,
-                    "rf",
-                    conv,
-                    conv.relation_conv,
-                    conv.relation_norm,
-                    [x_own, rel_own],
-                    rf_edge_index,
-                    [entities, relations],
+            # (name, convolution, norm, adjacency, node blocks, this process's rows of each block)
+            views = []
+            if conv.relation_conv is not None:  # Eq. 6, over [X; R]
+                views.append(
+                    (
+                        "rf",
+                        conv.relation_conv,
+                        conv.relation_norm,
+                        rf_edge_index,
+                        [entities, relations],
+                        [x_own, rel_own],
+                    )
                 )
-                x_rf, rel_own = h.split([x_own.size(0), rel_own.size(0)])
-                rel = GatherRows.apply(rel_own, relations.sizes, self.group)
-            if conv.entity_conv is None:
-                assert x_rf is not None  # a layer reads at least one view
-                x_own = x_rf
-            else:  # Eq. 4, then Eqs. 5 and 7
-                x_ef = self._view(k, "ef", conv, conv.entity_conv, conv.entity_norm, [x_own], ef_edge_index, [entities])
-                x_own = x_ef if x_rf is None else x_ef * x_rf
-            states.append((GatherRows.apply(x_own, entities.sizes, self.group), rel))
+            if conv.entity_conv is not None:  # Eq. 4
+                views.append(("ef", conv.entity_conv, conv.entity_norm, ef_edge_index, [entities], [x_own]))
+            for name, _, _, adj, _, _ in views:
+                if adj is None:
+                    raise ValueError(f"'{self.__class__.__name__}' uses the {name} view but got no {name}_edge_index")
+            # every view's products W ⊗ H of this process's rows, gathered at once
+            products = [
+                view_conv.lin(torch.cat(own)).split([t.size(0) for t in own]) for _, view_conv, _, _, _, own in views
+            ]
+            gathered = gather_blocks(
+                [block for blocks in products for block in blocks],
+                [share for *_, shares, _ in views for share in shares],
+                self.group,
+            )
+            outputs: Dict[str, Tensor] = {}
+            for name, view_conv, norm, adj, shares, _ in views:
+                z = torch.cat(gathered[: len(shares)])
+                gathered = gathered[len(shares) :]
+                outputs[name] = self._view(k, name, conv, view_conv, norm, z, adj, shares)
+            if "rf" in outputs:
+                x_rf, rel_own = outputs["rf"].split([x_own.size(0), rel_own.size(0)])
+                x_own = x_rf * outputs["ef"] if "ef" in outputs else x_rf  # Eqs. 5 and 7
+                x_full, rel = gather_blocks([x_own, rel_own], [entities, relations], self.group)
+            else:  # ablation 3: the relations unchanged
+                x_own = outputs["ef"]
+                (x_full,) = gather_blocks([x_own], [entities], self.group)
+            states.append((x_full, rel))
         return states
 
     def _view(
@@ -208,21 +237,14 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         conv: TwoViewConv,
         view_conv: QuaternionGCNConv,
         norm: Optional[torch.nn.Module],
-        own: List[Tensor],
+        z: Tensor,
         adj: Optional[Tensor],
         shares: List[_Shares],
     ) -> Tensor:
-        r""":math:`g(\mathrm{norm}(\mathbf{\hat{A}}_{p,:} (\mathbf{W} \otimes \mathbf{H}) + \mathbf{b}))`
-        for this process's rows ``own`` of each node block of the view."""
-        if adj is None:
-            raise ValueError(f"'{self.__class__.__name__}' uses the {view} view but got no {view}_edge_index")
-        z_own = view_conv.lin(torch.cat(own))
-        z = torch.cat(
-            [
-                GatherRows.apply(block, share.sizes, self.group)
-                for block, share in zip(z_own.split([t.size(0) for t in own]), shares)
-            ]
-        )
+        r""":math:`g(\mathrm{norm}(\mathbf{\hat{A}}_{p,:} \mathbf{Z} + \mathbf{b}))` for this process's
+        rows :math:`p` of the view, from the view's whole product :math:`\mathbf{Z} = \mathbf{W} \otimes
+        \mathbf{H}` ``[num_nodes, C]``."""
+        assert adj is not None  # checked by forward
         rows, rows_t = self._adjacency_rows(layer, view, view_conv, adj, z.dtype, shares)
         h = matmul_with_transpose(rows, rows_t, z)
         if view_conv.bias is not None:
