@@ -33,10 +33,11 @@ each process's share, and
 :class:`~torch.nn.parallel.DistributedDataParallel`'s average over the
 processes makes them the gradient of the global batch, as for the replicated
 encoder. With both views, each layer all-gathers :math:`(3N + 2M) C` numbers
-forward (the entity-focused product, :math:`N C`; the relation-focused
-product and the layer's output, :math:`(N + M) C` each) and
-reduce-scatters as many backward. Padding uneven shares to the largest adds
-at most one row per process and block.
+forward in two collectives (both views' products, :math:`N C` and
+:math:`(N + M) C`, at once; then the layer's output, :math:`(N + M) C`),
+all-reduces the batch norms' statistics (:math:`2C + 1` numbers a view),
+and does as many reduce-scatters and all-reduces backward. Padding uneven
+shares to the largest adds at most one row per process and block.
 
 The encoder has no dropout (only the decoders do, per process and per query,
 see :mod:`torch_wge.training.distributed`), so with any dropout the sharded
