@@ -7,6 +7,7 @@ from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
+from torch_wge.data import check_edge_index
 from torch_wge.nn.conv.two_view_conv import quaternion_from_conv
 from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss, sample_candidates
@@ -171,6 +172,9 @@ class WGE(torch.nn.Module):
                 f"'{name}' num_candidates needs objective='softmax' and a positive count, "
                 f"got {num_candidates} with objective={objective!r}"
             )
+        for count_name, count in (("num_entities", num_entities), ("num_relations", num_relations)):
+            if not (isinstance(count, int) and count > 0):
+                raise ValueError(f"'{name}' {count_name} must be a positive int, got {count!r}")
         if not (isinstance(hidden_channels, int) and hidden_channels > 0):
             raise ValueError(f"'{name}' hidden_channels must be a positive int, got {hidden_channels!r}")
         channels = 4 * hidden_channels
@@ -247,7 +251,9 @@ class WGE(torch.nn.Module):
         passing is one sparse-dense matmul instead of a gather and a scatter
         over the edges.
 
-        A :class:`~torch_geometric.data.Batch` of several graphs is refused:
+        A view whose ids do not fit its node count is refused with a
+        :class:`ValueError` (:func:`~torch_wge.data.check_edge_index`), and
+        a :class:`~torch_geometric.data.Batch` of several graphs too:
         WGE embeds the entities and relations of one knowledge graph (use
         :class:`~torch_wge.nn.TwoViewEncoder` with :obj:`rf_node_type` to
         encode a batch of graphs)."""
@@ -265,6 +271,8 @@ class WGE(torch.nn.Module):
                 f"'{self.__class__.__name__}(views={self.views!r})' needs {missing} on the data; "
                 f"apply the matching transforms from torch_wge.transforms"
             )
+        for view in views.values():
+            check_edge_index(data[view.edge_index], int(data[view.num_nodes]), view.edge_index)
         if not sparse:
             return {arg: data[view.edge_index] for arg, view in views.items()}
         dtype = self.entity_embedding.weight.dtype
