@@ -390,6 +390,18 @@ def test_bad_input_gives_one_line_naming_it(case, kg_folder, trained, tmp_path, 
     assert not (tmp_path / "new").exists()  # refused before training
 
 
+def test_device_cpu_0_is_the_cpu(kg_folder, tmp_path, capsys):
+    # the run's checkpoints were once saved as on "cpu:0", which torch.load cannot restore
+    argv = TRAIN + ["--dataset", str(kg_folder), "--epochs", "2", "--device", "cpu:0", "--out", str(tmp_path)]
+    assert main(argv) == 0, capsys.readouterr().err
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["best_epoch"] == 2 and results["config"]["device"] == "cpu:0"
+    evaluate = ["evaluate", str(tmp_path / "best.pt"), "--split", "test", "--device", "cpu:0"]
+    assert main(evaluate + ["--json", str(tmp_path / "e.json")]) == 0
+    evaluated = json.loads((tmp_path / "e.json").read_text())
+    assert evaluated["metrics"] == results["test"]["metrics"]
+
+
 def test_predict_filter_known_lists_no_known_answer(trained, kg_folder, capsys):
     head, relation = (kg_folder / "train.txt").read_text().splitlines()[0].split("\t")[:2]
 
