@@ -187,6 +187,16 @@ def edit_config(key, value):
     return prepare
 
 
+def drop_setting(key):
+    """The run's config.json without ``key``."""
+
+    def prepare(tmp):
+        path = tmp / "run" / "config.json"
+        path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != key}))
+
+    return prepare
+
+
 def edit_checkpoint(name, edit):
     """The run's checkpoint ``name`` changed by ``edit(state)`` and saved with a valid checksum."""
 
@@ -356,6 +366,15 @@ BAD_INPUTS = {
         edit_checkpoint("best.pt", lambda s: s["graph"].update(num_entities="30")),
         ["{run}/best.pt", "num_entities"],
     ),
+    "batch size 1e20": (
+        TRAIN + ["--dataset", "{kg}", "--batch-size", str(10**20)],
+        None,
+        ["batch_size must be a 64-bit integer", str(10**20)],
+    ),
+    "argparse type error": (TRAIN + ["--dataset", "{kg}", "--batch-size", "x"], None, ["--batch-size", "'x'"]),
+    "out empty": (TRAIN + ["--dataset", "{kg}", "--out", ""], None, ["--out", "empty"]),
+    "resume and overwrite": (RESUME + ["--overwrite"], None, ["--resume and --overwrite"]),
+    "config.json without dataset": (RESUME, drop_setting("dataset"), ["{run}/config.json", "'dataset'"]),
     "predict --top-k 0": (
         ["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1", "--top-k", "0"],
         None,
@@ -382,8 +401,8 @@ def test_bad_input_gives_one_line_naming_it(case, kg_folder, trained, tmp_path, 
         code = exit.code
     err = capsys.readouterr().err
     assert code == 2
-    assert "Traceback" not in err
-    message = err.strip().splitlines()[-1]
+    assert len(err.strip().splitlines()) == 1, err
+    message = err.strip()
     for text in named:
         assert text.format(**fill) in message, message
     assert not (tmp_path / "created").exists()
@@ -500,10 +519,39 @@ def test_help_states_each_default_once():
 def test_a_used_run_folder_and_an_unknown_entity_are_worded_for_the_command_line(trained, kg_folder, capsys):
     assert main(TRAIN + ["--dataset", str(kg_folder), "--out", str(trained)]) == 2
     line = capsys.readouterr().err.strip()
-    assert line.endswith(f"{trained} already holds a run; add --resume to continue it, or choose another --out")
+    assert line.endswith(
+        f"{trained} already holds a run; add --resume to continue it, --overwrite to replace it, or choose another --out"
+    )
     assert "resume=True" not in line
     assert main(["predict", str(trained / "best.pt"), "--head", "nobody", "--relation", "P1"]) == 2
     assert "not among the 30 entities of" in capsys.readouterr().err
+
+
+def test_a_finished_run_without_last_pt_is_replaced_only_with_overwrite(trained, kg_folder, tmp_path, capsys):
+    shutil.copytree(trained, tmp_path / "run")
+    (tmp_path / "run" / "last.pt").unlink()  # a finished run kept without its last checkpoint
+    before = {name: (tmp_path / "run" / name).read_bytes() for name in ("best.pt", "log.jsonl", "results.json")}
+    argv = TRAIN + ["--dataset", str(kg_folder), "--out", str(tmp_path / "run"), "--seed", "5"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"torch-wge train: error: {tmp_path / 'run'} already holds a run; add --overwrite to replace it, or choose another --out\n"
+    )
+    assert {name: (tmp_path / "run" / name).read_bytes() for name in before} == before
+    assert main(argv + ["--overwrite"]) == 0
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["config"]["seed"] == 5
+    assert main(argv) == 2  # and the new run, with its last.pt, as any other
+    assert "add --resume to continue it, --overwrite to replace it" in capsys.readouterr().err
+
+
+def test_processing_prints_nothing_under_no_progress(kg_folder, tmp_path, capsys):
+    assert (
+        main(TRAIN + ["--dataset", str(kg_folder), "--root", str(tmp_path / "data"), "--out", str(tmp_path / "run")])
+        == 0
+    )
+    assert capsys.readouterr().err == ""
+    assert (tmp_path / "data").is_dir()  # processed there in this run
 
 
 def test_a_folder_dataset_is_processed_under_root_and_left_as_it_was(kg_folder, tmp_path, capsys):

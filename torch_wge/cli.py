@@ -110,7 +110,12 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
             raise
         message = one_line(error)
         if isinstance(error, RunFolderHoldsRun):  # the Python wording names fit(resume=True)
-            message = f"{error.folder} already holds a run; add --resume to continue it, or choose another --out"
+            how = (
+                "add --resume to continue it, --overwrite to replace it"
+                if error.resumable
+                else "add --overwrite to replace it"
+            )
+            message = f"{error.folder} already holds a run; {how}, or choose another --out"
         if _is_out_of_memory(error):
             message = f"out of memory ({message}); try a smaller --channels, --batch-size or --eval-batch-size"
         elif lost_peer:
@@ -166,14 +171,24 @@ def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> 
     return config
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (no usage block) and exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torch-wge", description="WGE knowledge graph completion")
+    parser = OneLineParser(prog="torch-wge", description="WGE knowledge graph completion")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a model and evaluate its best checkpoint")
     add_config_arguments(train)
     train.add_argument("--out", default=None, help="output folder for checkpoints and logs (default: runs/<dataset>)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    train.add_argument(
+        "--overwrite", action="store_true", help="replace the run in --out (its checkpoints, log and results)"
+    )
     add_force_reload(train)
     train.add_argument(
         "--backend",
@@ -261,6 +276,10 @@ def run_train(args) -> None:
     from torch_wge.training.checkpoint import vocabulary_digest
     from torch_wge.training.distributed import DistributedContext
 
+    if args.out == "":
+        raise CliError("--out: empty folder name (leave the option out for the default folder)")
+    if args.resume and args.overwrite:
+        raise CliError("--resume and --overwrite exclude each other")
     out = Path(args.out or Path("runs") / Path(getattr(args, "dataset", TrainConfig.dataset)).name)
     saved = None
     if args.resume and (out / "config.json").is_file():  # the run's own settings, unless given again
@@ -269,12 +288,12 @@ def run_train(args) -> None:
     # under torchrun: join the process group first, so that one process
     # downloads and processes the dataset before the others read it
     context = DistributedContext.from_environment(config.device, args.backend)
-    dataset, data = context.in_turn(lambda: load_data(config, args.force_reload))
+    dataset, data = context.in_turn(lambda: load_data(config, args.force_reload, log=not args.no_progress))
     vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
     if context.is_main and not args.no_progress:
         print(f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)", file=sys.stderr)
     trainer = Trainer(config, data, out, progress=not args.no_progress, backend=args.backend, vocabulary=vocabulary)
-    result = trainer.fit(resume=args.resume)
+    result = trainer.fit(resume=args.resume, overwrite=args.overwrite)
     if context.is_main:
         print_final(result, out)
 
@@ -339,7 +358,7 @@ def run_stats(args) -> None:
 
     if not 0.0 <= args.beta <= 1.0:
         raise CliError(f"beta must be in [0, 1], got {args.beta}")
-    dataset = open_dataset(args.dataset, args.root, force_reload=args.force_reload)
+    dataset = open_dataset(args.dataset, args.root, force_reload=args.force_reload, log=not args.no_progress)
     stats = dataset_statistics(dataset[0], beta=args.beta)
     if args.json:
         print(json.dumps(stats, indent=2))

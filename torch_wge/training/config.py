@@ -91,8 +91,9 @@ class TrainConfig:
     :math:`r_s - r_o` edges of the relation-focused view.
 
     The learning rate of epoch :math:`e` (counted from 0) is :meth:`learning_rate`:
-    constant, or with :obj:`schedule="cosine"` a linear warm-up over
-    :obj:`warmup_epochs` followed by a cosine decay to zero at :obj:`epochs`.
+    a linear warm-up over :obj:`warmup_epochs`, then constant
+    (:obj:`schedule="constant"`) or a cosine decay to zero at :obj:`epochs`
+    (:obj:`schedule="cosine"`).
     :obj:`time_limit` (minutes) ends training after the epoch during which the
     run's training and validation time passed it.
 
@@ -154,7 +155,13 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raises :class:`ValueError` with a one-line message on a bad setting."""
+        integers = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
         checks = [
+            (abs(value) < 2**63, f"{name} must be a 64-bit integer (below 2**63), got {value}")
+            for name, value in integers
+            if isinstance(value, int) and not isinstance(value, bool)
+        ]
+        checks += [
             (
                 self.channels > 0 and self.channels % 4 == 0,
                 f"channels must be a positive multiple of 4, got {self.channels}",
@@ -211,11 +218,12 @@ class TrainConfig:
             \end{cases}
 
         for :obj:`schedule="cosine"` (:math:`W` warm-up epochs, :math:`E`
-        epochs), and :math:`\eta` for :obj:`schedule="constant"`."""
-        if self.schedule == "constant":
-            return self.lr
+        epochs); for :obj:`schedule="constant"` the same warm-up, then
+        :math:`\eta`."""
         if epoch < self.warmup_epochs:
             return self.lr * (epoch + 1) / self.warmup_epochs
+        if self.schedule == "constant":
+            return self.lr
         decay_epochs = max(self.epochs - self.warmup_epochs, 1)
         progress = min((epoch - self.warmup_epochs) / decay_epochs, 1.0)
         return self.lr * 0.5 * (1.0 + math.cos(math.pi * progress))

@@ -41,11 +41,18 @@ class TrainingError(RuntimeError):
 
 
 class RunFolderHoldsRun(FileExistsError):
-    """A new run was asked for in a folder that already holds one (``folder``)."""
+    """A new run was asked for in a folder that already holds one (``folder``),
+    which ``resumable`` runs have a ``last.pt`` to continue from."""
 
-    def __init__(self, folder: Path):
-        super().__init__(f"{folder} already holds a run; fit(resume=True) continues it, or choose another out_dir")
+    def __init__(self, folder: Path, resumable: bool = True):
+        how = (
+            "fit(resume=True) continues it, fit(overwrite=True) replaces it"
+            if resumable
+            else "fit(overwrite=True) replaces it"
+        )
+        super().__init__(f"{folder} already holds a run; {how}, or choose another out_dir")
         self.folder = folder
+        self.resumable = resumable
 
 
 class Trainer:
@@ -331,12 +338,13 @@ class Trainer:
             )
         save_checkpoint(self.best_state(last["best_model"], epoch, last["best_valid"]), path)
 
-    def _open_run_folder(self, resume: bool) -> Optional[Dict[str, Any]]:
+    def _open_run_folder(self, resume: bool, overwrite: bool = False) -> Optional[Dict[str, Any]]:
         """Creates the run folder, takes its lock, removes the temporary files
         that killed writes left there and writes ``config.json``. With
         ``resume``, returns the state of ``last.pt``, with ``best.pt`` and
         the log made consistent with it; otherwise starts a new run, which
-        the folder must not hold yet."""
+        the folder must not hold yet (any of ``last.pt``, ``best.pt``,
+        ``results.json``) unless ``overwrite``."""
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "is a file, not a run folder", str(self.out_dir))
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -350,10 +358,12 @@ class Trainer:
             state = self._read_state(last)
             self._repair_best(state)
             truncate_log(self.out_dir / "log.jsonl", state["epoch"])
-        elif last.exists():
-            raise RunFolderHoldsRun(self.out_dir)
-        else:  # files of a run killed before its first checkpoint
-            for name in ("log.jsonl", "best.pt", "results.json"):
+        else:
+            held = [name for name in ("last.pt", "best.pt", "results.json") if (self.out_dir / name).exists()]
+            if held and not overwrite:
+                raise RunFolderHoldsRun(self.out_dir, resumable=last.exists())
+            # the replaced run's files, or the log of a run killed before its first checkpoint
+            for name in ("last.pt", "log.jsonl", "best.pt", "results.json"):
                 (self.out_dir / name).unlink(missing_ok=True)
         io.write_json(self.out_dir / "config.json", self.config.to_dict())
         return state
@@ -363,21 +373,26 @@ class Trainer:
             append_record(self.out_dir / "log.jsonl", record)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, resume: bool = False) -> Dict[str, Any]:
+    def fit(self, resume: bool = False, overwrite: bool = False) -> Dict[str, Any]:
         """Trains for ``config.epochs`` epochs (or until early stopping), then
-        evaluates the best checkpoint; returns the content of ``results.json``."""
+        evaluates the best checkpoint; returns the content of ``results.json``.
+        ``resume`` continues the run in ``out_dir`` from its ``last.pt``;
+        ``overwrite`` replaces the files of a run there (a new run into a
+        folder that holds one is refused otherwise)."""
+        if resume and overwrite:
+            raise ValueError("fit: resume and overwrite exclude each other")
         self._lock = None
         try:
-            return self._fit(resume)
+            return self._fit(resume, overwrite)
         finally:
             if self._lock is not None:
                 self._lock.release()
 
-    def _fit(self, resume: bool) -> Dict[str, Any]:
+    def _fit(self, resume: bool, overwrite: bool) -> Dict[str, Any]:
         start_time = time.perf_counter()
         # the run folder is read and written by rank 0 only (other machines may not see it);
         # an error there is raised in every process
-        state = self.dist.on_main(lambda: self._open_run_folder(resume))
+        state = self.dist.on_main(lambda: self._open_run_folder(resume, overwrite))
         if resume:
             self._restore(state, self.out_dir / "last.pt")
         cfg = self.config

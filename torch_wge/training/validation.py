@@ -56,7 +56,8 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
 
     Every field present must have its type (``"channels": "abc"``, ``8.0``
     or ``true`` is refused for the integer ``channels``; an integer is
-    accepted where a float is expected); fields absent take their defaults
+    accepted where a float is expected); ``dataset`` must be present, other
+    fields absent take their defaults
     (see :meth:`TrainConfig.from_saved`), unknown ones are ignored; then :meth:`TrainConfig.validate` checks the
     values.
 
@@ -65,6 +66,8 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
     """
     if not isinstance(values, Mapping):
         raise StoredError(f"{path}: {where}expected a JSON object of settings, found {type(values).__name__}")
+    if "dataset" not in values:  # never a default: that would read (or download) another dataset
+        raise StoredError(f"{path}: {where}no 'dataset' setting: which dataset the run trained on is unknown")
     for name, (kind, optional) in _kinds().items():
         if name not in values or (optional and values[name] is None):
             continue
