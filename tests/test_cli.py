@@ -169,6 +169,23 @@ def folder_with(name, content=None):
     return prepare
 
 
+def special_file(name, kind):
+    """``name`` in the KG copy ({tmp}/kg2) or the run copy ({tmp}/run) replaced by a FIFO or a
+    link to /dev/zero (which never ends)."""
+
+    def prepare(tmp):
+        if name.startswith("kg2/"):
+            shutil.copytree(tmp / "kg-source", tmp / "kg2")
+        (tmp / name).parent.mkdir(exist_ok=True)
+        (tmp / name).unlink(missing_ok=True)
+        if kind == "fifo":
+            os.mkfifo(tmp / name)
+        else:
+            os.symlink("/dev/zero", tmp / name)
+
+    return prepare
+
+
 def append_to_log(line):
     def prepare(tmp):
         with open(tmp / "run" / "log.jsonl", "a") as f:
@@ -264,10 +281,26 @@ BAD_INPUTS = {
         folder_with("train.txt", b"caf\xe9\tP1\te001\n"),
         ["{tmp}/kg2/train.txt", "UTF-8"],
     ),
+    "train.txt a FIFO": (TRAIN + ["--dataset", "{tmp}/kg2"], special_file("kg2/train.txt", "fifo"), ["kg2/train.txt"]),
+    "test.txt a link to /dev/zero": (
+        TRAIN + ["--dataset", "{tmp}/kg2"],
+        special_file("kg2/test.txt", "zero"),
+        ["{tmp}/kg2/test.txt", "not a regular file"],
+    ),
+    "log.jsonl a FIFO on resume": (RESUME, special_file("run/log.jsonl", "fifo"), ["{run}/log.jsonl", "not a regular"]),
+    "log.jsonl a FIFO in a new run": (
+        TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/fresh"],
+        special_file("fresh/log.jsonl", "fifo"),
+        ["{tmp}/fresh/log.jsonl", "not a regular file"],
+    ),
+    "config.json a link to /dev/zero": (RESUME, special_file("run/config.json", "zero"), ["{run}/config.json"]),
+    "checkpoint a FIFO": (["evaluate", "{tmp}/fifo"], make_fifo, ["{tmp}/fifo", "not a regular file"]),
     "resume with another lr": (RESUME + ["--lr", "0.05"], None, ["--lr 0.01 -> 0.05"]),
     "resume with another dropout": (RESUME + ["--dropout", "0.3"], None, ["--dropout 0.5 -> 0.3"]),
     "garbage log line": (RESUME, append_to_log("garbage"), ["{run}/log.jsonl, line"]),
     "log line [1,2]": (RESUME, append_to_log("[1,2]"), ["{run}/log.jsonl, line"]),
+    "log epoch 'x'": (RESUME, append_to_log('{"event": "epoch", "epoch": "x"}'), ["{run}/log.jsonl, line", "'epoch'"]),
+    "log epoch 1.5": (RESUME, append_to_log('{"event": "epoch", "epoch": 1.5}'), ["{run}/log.jsonl, line", "1.5"]),
     "evaluate --json a folder": (["evaluate", "{run}/best.pt", "--json", "{tmp}"], None, ["--json {tmp}"]),
     "truncated checkpoint": (
         ["evaluate", "{tmp}/bad.pt"],

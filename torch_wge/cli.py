@@ -155,7 +155,7 @@ def read_saved_config(path: Path) -> dict:
     from torch_wge.training import validation
 
     try:
-        values = json.loads(path.read_text())
+        values = json.loads(io.read_bytes(path))
     except (OSError, ValueError) as error:
         raise CliError(f"{path}: unreadable run settings ({error})") from None
     return validation.settings(values, path).to_dict()

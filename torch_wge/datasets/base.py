@@ -32,7 +32,7 @@ class DownloadError(RuntimeError):
 def md5sum(path: str, block_size: int = 1 << 20) -> str:
     r"""The md5 hex digest of the file at :obj:`path`."""
     digest = hashlib.md5()
-    with open(path, "rb") as f:
+    with open(io.readable_file(path), "rb") as f:
         for block in iter(lambda: f.read(block_size), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -101,9 +101,8 @@ def read_label_json(path: str) -> Dict[str, str]:
 
 
 def _read_text(path: str, encoding: str = "utf-8") -> str:
-    # The text of a raw file; a decoding error names the file.
-    with open(path, "rb") as f:
-        content = f.read()
+    # The text of a raw file (a regular one); a decoding error names the file.
+    content = io.read_bytes(path)
     try:
         return content.decode(encoding)
     except UnicodeDecodeError as e:

@@ -31,7 +31,8 @@ def read_log(path: Union[str, Path]) -> List[Dict[str, Any]]:
     cut short by a killed append is left out.
 
     Raises:
-        ValueError: naming the file and line of a line that is not a JSON object.
+        ValueError: naming the file and line of a line that is not a JSON
+            object, or whose ``epoch`` is no integer.
     """
     try:
         lines = io.read_lines(path)
@@ -45,6 +46,9 @@ def read_log(path: Union[str, Path]) -> List[Dict[str, Any]]:
             raise ValueError(f"{path}, line {number}: not valid JSON ({error.msg})") from None
         if not isinstance(record, dict):
             raise ValueError(f"{path}, line {number}: expected a JSON object, found {line[:40]!r}")
+        epoch = record.get("epoch")
+        if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+            raise ValueError(f"{path}, line {number}: 'epoch' must be an integer, found {json.dumps(epoch)[:40]}")
         records.append(record)
     return records
 

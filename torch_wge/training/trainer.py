@@ -364,6 +364,7 @@ class Trainer:
                 raise RunFolderHoldsRun(self.out_dir, resumable=last.exists())
             # the replaced run's files, or the log of a run killed before its first checkpoint
             for name in ("last.pt", "log.jsonl", "best.pt", "results.json"):
+                io.writable_destination(self.out_dir / name)  # a FIFO or device there is refused, not removed
                 (self.out_dir / name).unlink(missing_ok=True)
         io.write_json(self.out_dir / "config.json", self.config.to_dict())
         return state
