@@ -408,6 +408,16 @@ BAD_INPUTS = {
     "out empty": (TRAIN + ["--dataset", "{kg}", "--out", ""], None, ["--out", "empty"]),
     "resume and overwrite": (RESUME + ["--overwrite"], None, ["--resume and --overwrite"]),
     "config.json without dataset": (RESUME, drop_setting("dataset"), ["{run}/config.json", "'dataset'"]),
+    "evaluate best.pt with a NaN weight": (
+        ["evaluate", "{run}/best.pt"],
+        edit_checkpoint("best.pt", lambda s: s["model"][first_weight(s)].view(-1).__setitem__(3, float("nan"))),
+        ["{run}/best.pt", "NaN"],
+    ),
+    "predict best.pt with an infinite weight": (
+        ["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1"],
+        edit_checkpoint("best.pt", lambda s: s["model"][first_weight(s)].view(-1).__setitem__(0, float("inf"))),
+        ["{run}/best.pt", "infinite"],
+    ),
     "predict --top-k 0": (
         ["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1", "--top-k", "0"],
         None,

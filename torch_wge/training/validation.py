@@ -172,12 +172,16 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
 
 
 def load_weights(module: torch.nn.Module, weights: Dict[str, torch.Tensor], path: PathLike) -> None:
-    """``module.load_state_dict(weights)``; missing or unexpected names and
-    other shapes are one line naming ``path``.
+    """``module.load_state_dict(weights)``; missing or unexpected names,
+    other shapes and weights that are NaN or infinite are one line naming
+    ``path``.
 
     Raises:
-        StoredError: when the weights do not fit ``module``.
+        StoredError: when the weights do not fit ``module`` or are not finite.
     """
+    for name, value in weights.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(value.isfinite().all()):
+            raise StoredError(f"{path}: model: weight {name!r} holds NaN or infinite values; it cannot score")
     try:
         module.load_state_dict(weights)
     except RuntimeError as error:
