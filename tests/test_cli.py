@@ -588,6 +588,35 @@ def test_a_finished_run_without_last_pt_is_replaced_only_with_overwrite(trained,
     assert "add --resume to continue it, --overwrite to replace it" in capsys.readouterr().err
 
 
+def test_unseen_test_entities_are_stated_on_every_run_and_can_be_left_out(kg_folder, tmp_path, capsys):
+    shutil.copytree(kg_folder, tmp_path / "kg")
+    with open(tmp_path / "kg" / "test.txt", "a") as f:
+        f.write("e001\tP1\tnewcomer\n")  # an entity no training triple has
+    num_test = len((tmp_path / "kg" / "test.txt").read_text().splitlines())
+    argv = TRAIN + ["--dataset", str(tmp_path / "kg"), "--root", str(tmp_path / "data")]
+    note = (
+        f"torch-wge: 1 of {num_test} test triples have an entity or relation not in training: ranked with "
+        f"untrained embeddings, as published numbers are (--unseen drop leaves them out)"
+    )
+    for run in ("first", "again"):  # processed, then read back from the processed copy
+        assert main(argv + ["--out", str(tmp_path / run)]) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert note in err
+        # the dataset's warning of the first processing is one line too
+        assert all(line.startswith("torch-wge: ") for line in err), err
+        results = json.loads((tmp_path / run / "results.json").read_text())
+        assert results["unseen"] == {"policy": "keep", "ranked": {"valid": 0, "test": 1}}
+        assert results["test"]["num_queries"] == 2 * num_test
+    assert main(["evaluate", str(tmp_path / "first" / "best.pt")]) == 0
+    assert note in capsys.readouterr().err.splitlines()
+    assert main(argv + ["--out", str(tmp_path / "dropped"), "--unseen", "drop"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "torch-wge: 1 test triples with an entity or relation not in training left out (--unseen drop)" in err
+    results = json.loads((tmp_path / "dropped" / "results.json").read_text())
+    assert results["unseen"] == {"policy": "drop", "ranked": {"valid": 0, "test": 0}}
+    assert results["test"]["num_queries"] == 2 * (num_test - 1)
+
+
 def test_processing_prints_nothing_under_no_progress(kg_folder, tmp_path, capsys):
     assert (
         main(TRAIN + ["--dataset", str(kg_folder), "--root", str(tmp_path / "data"), "--out", str(tmp_path / "run")])

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import typing
+import warnings
 from pathlib import Path
 from typing import Callable, List, Optional
 
@@ -51,6 +52,7 @@ CONFIG_HELP = {
     "eval_batch_size": "queries scored at once during evaluation",
     "patience": "stop after this many validations without improvement (default: never)",
     "time_limit": "stop training after the epoch in which this many minutes of training and validation have passed, then evaluate the best checkpoint (a stopped run resumes with --resume) (default: no limit)",
+    "unseen": "valid and test triples with an entity or relation no training triple has: keep (ranked with untrained embeddings, the benchmark convention of published numbers) or drop (left out of validation and test)",
     "precision": "float32; tf32 (TensorFloat-32 matmuls on CUDA, training and evaluation); bf16 (bfloat16 operands for the training loss's scoring matmuls, the bulk of an epoch; slower on CPUs without bf16 instructions)",
     "seed": "random seed",
     "device": "cpu, cuda, cuda:1, ... (default: cuda when available)",
@@ -290,12 +292,34 @@ def run_train(args) -> None:
     context = DistributedContext.from_environment(config.device, args.backend)
     dataset, data = context.in_turn(lambda: load_data(config, args.force_reload, log=not args.no_progress))
     vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
+    note = unseen_note(dataset, data, ["valid", "test"])
+    if context.is_main and note:
+        print(note, file=sys.stderr)
     if context.is_main and not args.no_progress:
         print(f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)", file=sys.stderr)
     trainer = Trainer(config, data, out, progress=not args.no_progress, backend=args.backend, vocabulary=vocabulary)
     result = trainer.fit(resume=args.resume, overwrite=args.overwrite)
     if context.is_main:
         print_final(result, out)
+
+
+def unseen_note(dataset, data, splits: List[str]) -> Optional[str]:
+    """One line on the triples of ``splits`` whose entity or relation no training triple has:
+    ranked with untrained embeddings, or left out under ``--unseen drop``; :obj:`None` if none."""
+    from torch_wge.data import kg_triples, unseen_triples
+
+    ranked = {split: int(unseen_triples(data, split).sum()) for split in splits}
+    dropped = {split: dataset.num_dropped.get(f"{split}.txt:unseen", 0) for split in splits}
+    if any(ranked.values()):
+        counts = ", ".join(f"{n} of {kg_triples(data, split).size(0)} {split}" for split, n in ranked.items() if n)
+        return (
+            f"torch-wge: {counts} triples have an entity or relation not in training: ranked with untrained "
+            f"embeddings, as published numbers are (--unseen drop leaves them out)"
+        )
+    if any(dropped.values()):
+        counts = ", ".join(f"{n} {split}" for split, n in dropped.items() if n)
+        return f"torch-wge: {counts} triples with an entity or relation not in training left out (--unseen drop)"
+    return None
 
 
 def print_final(result: dict, out: Path) -> None:
@@ -318,6 +342,9 @@ def run_evaluate(args) -> None:
     results, dataset = evaluate_checkpoint(
         args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
     )
+    note = unseen_note(dataset, dataset[0], [args.split])
+    if note:
+        print(note, file=sys.stderr)
     names = dataset.relation_names
     labels = getattr(dataset, "relation_labels", None) or [None] * len(names)
     labelled = [f"{name} ({label})" if label else name for name, label in zip(names, labels)]
@@ -402,4 +429,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         set_threads(args.threads)
         COMMANDS[args.command](args)
 
-    return run_reporting_errors(f"torch-wge {args.command}", run, args.debug)
+    with warnings.catch_warnings():  # undone on return: main() may be called from Python
+        warnings.showwarning = print_warning
+        return run_reporting_errors(f"torch-wge {args.command}", run, args.debug)
+
+
+def print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Shows a warning as one line, ``torch-wge: warning: <message>``, on stderr (instead of
+    Python's two lines naming the source file)."""
+    print(f"torch-wge: warning: {one_line(message)}", file=sys.stderr)

@@ -8,6 +8,7 @@ from torch_wge.data.knowledge_graph import (
     has_split_attributes,
     kg_triples,
     num_kg_relations,
+    unseen_triples,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "has_split_attributes",
     "kg_triples",
     "num_kg_relations",
+    "unseen_triples",
 ]

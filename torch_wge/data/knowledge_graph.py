@@ -248,6 +248,31 @@ def kg_triples(data: Data, split: str = "train") -> Tensor:
     return torch.cat(parts).long()
 
 
+def unseen_triples(data: Data, split: str) -> Tensor:
+    r"""Which triples of :obj:`split` (as :func:`kg_triples` lists them)
+    have a head, tail or relation that no training triple has: a model ranks
+    them with embeddings training never updated.
+
+    Shapes:
+        - **output:** :math:`(T)`, bool
+
+    Example:
+        >>> data = Data(edge_index=torch.tensor([[0, 1, 2], [1, 0, 0]]),
+        ...             edge_type=torch.tensor([0, 0, 1]),
+        ...             train_mask=torch.tensor([True, False, False]),
+        ...             test_mask=torch.tensor([False, True, True]), num_nodes=3)
+        >>> unseen_triples(data, "test").tolist()  # entity 2 and relation 1 are not in training
+        [False, True]
+    """
+    train, triples = kg_triples(data, "train"), kg_triples(data, split)
+    entity_seen = torch.zeros(int(data.num_nodes), dtype=torch.bool)
+    entity_seen[train[:, 0]] = True
+    entity_seen[train[:, 2]] = True
+    relation_seen = torch.zeros(max(num_kg_relations(data), 1), dtype=torch.bool)
+    relation_seen[train[:, 1]] = True
+    return ~(entity_seen[triples[:, 0]] & entity_seen[triples[:, 2]] & relation_seen[triples[:, 1]])
+
+
 def combine_splits(
     train: Union[Data, Dataset], val: Union[Data, Dataset], test: Union[Data, Dataset]
 ) -> Data:

@@ -14,6 +14,7 @@ CHOICES = {
     "objective": tuple(OBJECTIVES),
     "schedule": ("constant", "cosine"),
     "precision": tuple(PRECISIONS),
+    "unseen": ("keep", "drop"),
 }
 
 _PAPER = dict(
@@ -68,7 +69,7 @@ RECIPES: Dict[str, Dict[str, Any]] = {
 #: Settings added to a recipe after runs were saved, each with the value every
 #: run saved before it trained with: a saved run's settings without one (an
 #: older ``config.json`` or checkpoint) take this value, not the recipe's.
-ADDED_SETTINGS: Dict[str, Any] = {"weight_decay": 0.0}
+ADDED_SETTINGS: Dict[str, Any] = {"weight_decay": 0.0, "unseen": "keep"}
 
 #: Learning rate of each recipe on CoDEx-L, where the research code used a smaller one.
 CODEX_L_LR = {"paper": 1e-4}
@@ -104,6 +105,12 @@ class TrainConfig:
     are validated beside it and logged. :obj:`0` (every recipe): the trained
     weights themselves.
 
+    :obj:`unseen` says what happens to validation and test triples with an
+    entity or relation that no training triple has: :obj:`"keep"` ranks them
+    with embeddings training never updated, as the benchmark convention and
+    published numbers do; :obj:`"drop"` leaves them out of validation and
+    test (see :class:`~torch_wge.datasets.KnowledgeGraphDataset`).
+
     :obj:`weight_decay` :math:`\lambda` is AdamW's decoupled decay: every
     step multiplies each parameter by :math:`1 - \eta_e \lambda` before the
     Adam update (:math:`\eta_e` the step's learning rate): 0.1 in the fast
@@ -112,6 +119,7 @@ class TrainConfig:
 
     dataset: str = "codex-s"
     root: str = "data"
+    unseen: str = "keep"
     recipe: str = "fast"
     epochs: Optional[int] = None
     batch_size: Optional[int] = None
@@ -247,6 +255,7 @@ class TrainConfig:
     #: under other values of these cannot be resumed or evaluated here.
     MODEL_KEYS = (
         "dataset",
+        "unseen",
         "channels",
         "num_layers",
         "alpha0",

@@ -49,7 +49,12 @@ def load_data(config: TrainConfig, force_reload: bool = False, log: bool = True)
     the dataset's download and processing messages.
     """
     dataset = open_dataset(
-        config.dataset, config.root, pre_transform=graph_transform(config), force_reload=force_reload, log=log
+        config.dataset,
+        config.root,
+        pre_transform=graph_transform(config),
+        force_reload=force_reload,
+        log=log,
+        unseen=config.unseen,
     )
     return dataset, dataset[0]
 

@@ -11,6 +11,7 @@ from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
 from torch_wge import __version__, io
+from torch_wge.data import unseen_triples
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.training import validation
@@ -83,7 +84,9 @@ class Trainer:
       evaluation (all metrics), appended; a resume drops the records after
       ``last.pt``'s epoch, so every epoch appears once.
     - ``results.json``: config, best epoch, best validation and test metrics
-      (overall, per side and per relation), wall time and versions.
+      (overall, per side and per relation), the number of validation and
+      test triples ranked although their entity or relation is not in
+      training (``"unseen"``), wall time and versions.
     - ``config.json``: the settings.
 
     The folder is locked (an ``flock`` on the folder itself) while a run
@@ -164,6 +167,8 @@ class Trainer:
             )
             for split in ("valid", "test")
         }
+        #: Validation and test triples ranked although their entity or relation is not in training.
+        self.unseen_ranked = {split: int(unseen_triples(data, split).sum()) for split in ("valid", "test")}
         self.epoch = 0
         self.wall_seconds = 0.0  # training and validation time over all sessions of this run
         self.best: Dict[str, Any] = {"epoch": None, "mrr": -math.inf, "evaluations_since": 0}
@@ -536,6 +541,7 @@ class Trainer:
             "best_epoch": self.best["epoch"],
             "valid": valid.to_dict(),
             "test": test.to_dict(),
+            "unseen": {"policy": self.config.unseen, "ranked": self.unseen_ranked},
             "wall_seconds": self.wall_seconds,
             "wall_seconds_this_session": seconds,
             "device": str(self.device),
