@@ -99,6 +99,14 @@ def readable_file(path: PathLike) -> Path:
     return path
 
 
+def check_readable_folder(path: PathLike) -> None:
+    """Raises :class:`PermissionError` naming ``path`` when it is a folder
+    whose files cannot be listed or opened (no read or search permission),
+    where a missing file would otherwise be reported."""
+    if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "folder not readable (permission denied)", str(path))
+
+
 def read_bytes(path: PathLike) -> bytes:
     """The content of the regular file ``path`` (see :func:`readable_file`)."""
     path = readable_file(path)
