@@ -624,6 +624,16 @@ def test_processing_prints_nothing_under_no_progress(kg_folder, tmp_path, capsys
     )
     assert capsys.readouterr().err == ""
     assert (tmp_path / "data").is_dir()  # processed there in this run
+    best = str(tmp_path / "run" / "best.pt")
+    assert main(["evaluate", best, "--root", str(tmp_path / "other"), "--no-progress"]) == 0
+    assert (
+        main(
+            ["predict", best, "--root", str(tmp_path / "third"), "--no-progress", "--head", "e001", "--relation", "P1"]
+        )
+        == 0
+    )
+    assert capsys.readouterr().err == ""
+    assert (tmp_path / "other").is_dir() and (tmp_path / "third").is_dir()  # processed there too
 
 
 def test_a_folder_dataset_is_processed_under_root_and_left_as_it_was(kg_folder, tmp_path, capsys):

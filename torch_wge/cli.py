@@ -340,7 +340,12 @@ def run_evaluate(args) -> None:
     if args.json:
         io.writable_destination(args.json)  # a device or FIFO is refused before the evaluation
     results, dataset = evaluate_checkpoint(
-        args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
+        args.checkpoint,
+        args.split,
+        root=args.root,
+        device=args.device,
+        force_reload=args.force_reload,
+        log=not args.no_progress,
     )
     note = unseen_note(dataset, dataset[0], [args.split])
     if note:
@@ -370,6 +375,7 @@ def run_predict(args) -> None:
         root=args.root,
         device=args.device,
         force_reload=args.force_reload,
+        log=not args.no_progress,
     )
     wanted = "tail" if args.head is not None else "head"
     print(f"top {len(rows)} {wanted}s of ({args.head or '?'}, {args.relation}, {args.tail or '?'}):")
