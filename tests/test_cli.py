@@ -169,6 +169,23 @@ def folder_with(name, content=None):
     return prepare
 
 
+def special_file(name, kind):
+    """``name`` in the KG copy ({tmp}/kg2) or the run copy ({tmp}/run) replaced by a FIFO or a
+    link to /dev/zero (which never ends)."""
+
+    def prepare(tmp):
+        if name.startswith("kg2/"):
+            shutil.copytree(tmp / "kg-source", tmp / "kg2")
+        (tmp / name).parent.mkdir(exist_ok=True)
+        (tmp / name).unlink(missing_ok=True)
+        if kind == "fifo":
+            os.mkfifo(tmp / name)
+        else:
+            os.symlink("/dev/zero", tmp / name)
+
+    return prepare
+
+
 def append_to_log(line):
     def prepare(tmp):
         with open(tmp / "run" / "log.jsonl", "a") as f:
@@ -183,6 +200,16 @@ def edit_config(key, value):
     def prepare(tmp):
         path = tmp / "run" / "config.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+
+    return prepare
+
+
+def drop_setting(key):
+    """The run's config.json without ``key``."""
+
+    def prepare(tmp):
+        path = tmp / "run" / "config.json"
+        path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != key}))
 
     return prepare
 
@@ -258,10 +285,26 @@ BAD_INPUTS = {
         folder_with("train.txt", b"caf\xe9\tP1\te001\n"),
         ["{tmp}/kg2/train.txt", "UTF-8"],
     ),
+    "train.txt a FIFO": (TRAIN + ["--dataset", "{tmp}/kg2"], special_file("kg2/train.txt", "fifo"), ["kg2/train.txt"]),
+    "test.txt a link to /dev/zero": (
+        TRAIN + ["--dataset", "{tmp}/kg2"],
+        special_file("kg2/test.txt", "zero"),
+        ["{tmp}/kg2/test.txt", "not a regular file"],
+    ),
+    "log.jsonl a FIFO on resume": (RESUME, special_file("run/log.jsonl", "fifo"), ["{run}/log.jsonl", "not a regular"]),
+    "log.jsonl a FIFO in a new run": (
+        TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/fresh"],
+        special_file("fresh/log.jsonl", "fifo"),
+        ["{tmp}/fresh/log.jsonl", "not a regular file"],
+    ),
+    "config.json a link to /dev/zero": (RESUME, special_file("run/config.json", "zero"), ["{run}/config.json"]),
+    "checkpoint a FIFO": (["evaluate", "{tmp}/fifo"], make_fifo, ["{tmp}/fifo", "not a regular file"]),
     "resume with another lr": (RESUME + ["--lr", "0.05"], None, ["--lr 0.01 -> 0.05"]),
     "resume with another dropout": (RESUME + ["--dropout", "0.3"], None, ["--dropout 0.5 -> 0.3"]),
     "garbage log line": (RESUME, append_to_log("garbage"), ["{run}/log.jsonl, line"]),
     "log line [1,2]": (RESUME, append_to_log("[1,2]"), ["{run}/log.jsonl, line"]),
+    "log epoch 'x'": (RESUME, append_to_log('{"event": "epoch", "epoch": "x"}'), ["{run}/log.jsonl, line", "'epoch'"]),
+    "log epoch 1.5": (RESUME, append_to_log('{"event": "epoch", "epoch": 1.5}'), ["{run}/log.jsonl, line", "1.5"]),
     "evaluate --json a folder": (["evaluate", "{run}/best.pt", "--json", "{tmp}"], None, ["--json {tmp}"]),
     "truncated checkpoint": (
         ["evaluate", "{tmp}/bad.pt"],
@@ -377,6 +420,25 @@ BAD_INPUTS = {
         edit_checkpoint("best.pt", lambda s: s["graph"].update(num_entities="30")),
         ["{run}/best.pt", "num_entities"],
     ),
+    "batch size 1e20": (
+        TRAIN + ["--dataset", "{kg}", "--batch-size", str(10**20)],
+        None,
+        ["batch_size must be a 64-bit integer", str(10**20)],
+    ),
+    "argparse type error": (TRAIN + ["--dataset", "{kg}", "--batch-size", "x"], None, ["--batch-size", "'x'"]),
+    "out empty": (TRAIN + ["--dataset", "{kg}", "--out", ""], None, ["--out", "empty"]),
+    "resume and overwrite": (RESUME + ["--overwrite"], None, ["--resume and --overwrite"]),
+    "config.json without dataset": (RESUME, drop_setting("dataset"), ["{run}/config.json", "'dataset'"]),
+    "evaluate best.pt with a NaN weight": (
+        ["evaluate", "{run}/best.pt"],
+        edit_checkpoint("best.pt", lambda s: s["model"][first_weight(s)].view(-1).__setitem__(3, float("nan"))),
+        ["{run}/best.pt", "NaN"],
+    ),
+    "predict best.pt with an infinite weight": (
+        ["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1"],
+        edit_checkpoint("best.pt", lambda s: s["model"][first_weight(s)].view(-1).__setitem__(0, float("inf"))),
+        ["{run}/best.pt", "infinite"],
+    ),
     "predict --top-k 0": (
         ["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1", "--top-k", "0"],
         None,
@@ -403,12 +465,24 @@ def test_bad_input_gives_one_line_naming_it(case, kg_folder, trained, tmp_path, 
         code = exit.code
     err = capsys.readouterr().err
     assert code == 2
-    assert "Traceback" not in err
-    message = err.strip().splitlines()[-1]
+    assert len(err.strip().splitlines()) == 1, err
+    message = err.strip()
     for text in named:
         assert text.format(**fill) in message, message
     assert not (tmp_path / "created").exists()
     assert not (tmp_path / "new").exists()  # refused before training
+
+
+def test_device_cpu_0_is_the_cpu(kg_folder, tmp_path, capsys):
+    # the run's checkpoints were once saved as on "cpu:0", which torch.load cannot restore
+    argv = TRAIN + ["--dataset", str(kg_folder), "--epochs", "2", "--device", "cpu:0", "--out", str(tmp_path)]
+    assert main(argv) == 0, capsys.readouterr().err
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["best_epoch"] == 2 and results["config"]["device"] == "cpu:0"
+    evaluate = ["evaluate", str(tmp_path / "best.pt"), "--split", "test", "--device", "cpu:0"]
+    assert main(evaluate + ["--json", str(tmp_path / "e.json")]) == 0
+    evaluated = json.loads((tmp_path / "e.json").read_text())
+    assert evaluated["metrics"] == results["test"]["metrics"]
 
 
 def test_predict_filter_known_lists_no_known_answer(trained, kg_folder, capsys):
@@ -524,10 +598,78 @@ def test_each_setting_option_shows_the_help_of_its_field():
 def test_a_used_run_folder_and_an_unknown_entity_are_worded_for_the_command_line(trained, kg_folder, capsys):
     assert main(TRAIN + ["--dataset", str(kg_folder), "--out", str(trained)]) == 2
     line = capsys.readouterr().err.strip()
-    assert line.endswith(f"{trained} already holds a run; add --resume to continue it, or choose another --out")
+    assert line.endswith(
+        f"{trained} already holds a run; add --resume to continue it, --overwrite to replace it, or choose another --out"
+    )
     assert "resume=True" not in line
     assert main(["predict", str(trained / "best.pt"), "--head", "nobody", "--relation", "P1"]) == 2
     assert "not among the 30 entities of" in capsys.readouterr().err
+
+
+def test_a_finished_run_without_last_pt_is_replaced_only_with_overwrite(trained, kg_folder, tmp_path, capsys):
+    shutil.copytree(trained, tmp_path / "run")
+    (tmp_path / "run" / "last.pt").unlink()  # a finished run kept without its last checkpoint
+    before = {name: (tmp_path / "run" / name).read_bytes() for name in ("best.pt", "log.jsonl", "results.json")}
+    argv = TRAIN + ["--dataset", str(kg_folder), "--out", str(tmp_path / "run"), "--seed", "5"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"torch-wge train: error: {tmp_path / 'run'} already holds a run; add --overwrite to replace it, or choose another --out\n"
+    )
+    assert {name: (tmp_path / "run" / name).read_bytes() for name in before} == before
+    assert main(argv + ["--overwrite"]) == 0
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["config"]["seed"] == 5
+    assert main(argv) == 2  # and the new run, with its last.pt, as any other
+    assert "add --resume to continue it, --overwrite to replace it" in capsys.readouterr().err
+
+
+def test_unseen_test_entities_are_stated_on_every_run_and_can_be_left_out(kg_folder, tmp_path, capsys):
+    shutil.copytree(kg_folder, tmp_path / "kg")
+    with open(tmp_path / "kg" / "test.txt", "a") as f:
+        f.write("e001\tP1\tnewcomer\n")  # an entity no training triple has
+    num_test = len((tmp_path / "kg" / "test.txt").read_text().splitlines())
+    argv = TRAIN + ["--dataset", str(tmp_path / "kg"), "--root", str(tmp_path / "data")]
+    note = (
+        f"torch-wge: 1 of {num_test} test triples have an entity or relation not in training: ranked with "
+        f"untrained embeddings, as published numbers are (--unseen drop leaves them out)"
+    )
+    for run in ("first", "again"):  # processed, then read back from the processed copy
+        assert main(argv + ["--out", str(tmp_path / run)]) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert note in err
+        # the dataset's warning of the first processing is one line too
+        assert all(line.startswith("torch-wge: ") for line in err), err
+        results = json.loads((tmp_path / run / "results.json").read_text())
+        assert results["unseen"] == {"policy": "keep", "ranked": {"valid": 0, "test": 1}}
+        assert results["test"]["num_queries"] == 2 * num_test
+    assert main(["evaluate", str(tmp_path / "first" / "best.pt")]) == 0
+    assert note in capsys.readouterr().err.splitlines()
+    assert main(argv + ["--out", str(tmp_path / "dropped"), "--unseen", "drop"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "torch-wge: 1 test triples with an entity or relation not in training left out (--unseen drop)" in err
+    results = json.loads((tmp_path / "dropped" / "results.json").read_text())
+    assert results["unseen"] == {"policy": "drop", "ranked": {"valid": 0, "test": 0}}
+    assert results["test"]["num_queries"] == 2 * (num_test - 1)
+
+
+def test_processing_prints_nothing_under_no_progress(kg_folder, tmp_path, capsys):
+    assert (
+        main(TRAIN + ["--dataset", str(kg_folder), "--root", str(tmp_path / "data"), "--out", str(tmp_path / "run")])
+        == 0
+    )
+    assert capsys.readouterr().err == ""
+    assert (tmp_path / "data").is_dir()  # processed there in this run
+    best = str(tmp_path / "run" / "best.pt")
+    assert main(["evaluate", best, "--root", str(tmp_path / "other"), "--no-progress"]) == 0
+    assert (
+        main(
+            ["predict", best, "--root", str(tmp_path / "third"), "--no-progress", "--head", "e001", "--relation", "P1"]
+        )
+        == 0
+    )
+    assert capsys.readouterr().err == ""
+    assert (tmp_path / "other").is_dir() and (tmp_path / "third").is_dir()  # processed there too
 
 
 def test_a_folder_dataset_is_processed_under_root_and_left_as_it_was(kg_folder, tmp_path, capsys):

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import typing
+import warnings
 from pathlib import Path
 from typing import Callable, List, Optional
 
@@ -75,7 +76,12 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
             raise
         message = one_line(error)
         if isinstance(error, RunFolderHoldsRun):  # the Python wording names fit(resume=True)
-            message = f"{error.folder} already holds a run; add --resume to continue it, or choose another --out"
+            how = (
+                "add --resume to continue it, --overwrite to replace it"
+                if error.resumable
+                else "add --overwrite to replace it"
+            )
+            message = f"{error.folder} already holds a run; {how}, or choose another --out"
         if _is_out_of_memory(error):
             message = f"out of memory ({message}); try a smaller --hidden-channels, --batch-size or --eval-batch-size"
         elif lost_peer:
@@ -115,7 +121,7 @@ def read_saved_config(path: Path) -> dict:
     from torch_wge.training import validation
 
     try:
-        values = json.loads(path.read_text())
+        values = json.loads(io.read_bytes(path))
     except (OSError, ValueError) as error:
         raise CliError(f"{path}: unreadable run settings ({error})") from None
     return validation.settings(values, path).to_dict()
@@ -135,8 +141,15 @@ def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> 
     return config
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (no usage block) and exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torch-wge", description="WGE knowledge graph completion")
+    parser = OneLineParser(prog="torch-wge", description="WGE knowledge graph completion")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a model and evaluate its best checkpoint")
@@ -144,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings_file(train)
     train.add_argument("--out", default=None, help="output folder for checkpoints and logs (default: runs/<dataset>)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    train.add_argument(
+        "--overwrite", action="store_true", help="replace the run in --out (its checkpoints, log and results)"
+    )
     add_force_reload(train)
     train.add_argument(
         "--backend",
@@ -306,6 +322,10 @@ def run_train(args) -> None:
     from torch_wge.training.distributed import DistributedContext
     from torch_wge.training.settings_file import read_settings_file
 
+    if args.out == "":
+        raise CliError("--out: empty folder name (leave the option out for the default folder)")
+    if args.resume and args.overwrite:
+        raise CliError("--resume and --overwrite exclude each other")
     from_file = read_settings_file(args.config) if args.config else {}  # its dataset names the default --out
     dataset = getattr(args, "dataset", from_file.get("dataset", TrainConfig.dataset))
     out = Path(args.out or Path("runs") / Path(dataset).name)
@@ -316,14 +336,36 @@ def run_train(args) -> None:
     # under torchrun: join the process group first, so that one process
     # downloads and processes the dataset before the others read it
     context = DistributedContext.from_environment(config.device, args.backend)
-    dataset, data = context.in_turn(lambda: load_data(config, args.force_reload))
+    dataset, data = context.in_turn(lambda: load_data(config, args.force_reload, log=not args.no_progress))
     vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
+    note = unseen_note(dataset, data, ["valid", "test"])
+    if context.is_main and note:
+        print(note, file=sys.stderr)
     if context.is_main and not args.no_progress:
         print(f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)", file=sys.stderr)
     trainer = Trainer(config, data, out, progress=not args.no_progress, backend=args.backend, vocabulary=vocabulary)
-    result = trainer.fit(resume=args.resume)
+    result = trainer.fit(resume=args.resume, overwrite=args.overwrite)
     if context.is_main:
         print_final(result, out)
+
+
+def unseen_note(dataset, data, splits: List[str]) -> Optional[str]:
+    """One line on the triples of ``splits`` whose entity or relation no training triple has:
+    ranked with untrained embeddings, or left out under ``--unseen drop``; :obj:`None` if none."""
+    from torch_wge.data import kg_triples, unseen_triples
+
+    ranked = {split: int(unseen_triples(data, split).sum()) for split in splits}
+    dropped = {split: dataset.num_dropped.get(f"{split}.txt:unseen", 0) for split in splits}
+    if any(ranked.values()):
+        counts = ", ".join(f"{n} of {kg_triples(data, split).size(0)} {split}" for split, n in ranked.items() if n)
+        return (
+            f"torch-wge: {counts} triples have an entity or relation not in training: ranked with untrained "
+            f"embeddings, as published numbers are (--unseen drop leaves them out)"
+        )
+    if any(dropped.values()):
+        counts = ", ".join(f"{n} {split}" for split, n in dropped.items() if n)
+        return f"torch-wge: {counts} triples with an entity or relation not in training left out (--unseen drop)"
+    return None
 
 
 def print_final(result: dict, out: Path) -> None:
@@ -344,9 +386,17 @@ def run_evaluate(args) -> None:
     if args.json:
         io.writable_destination(args.json)  # a device or FIFO is refused before the evaluation
     results, dataset = evaluate_checkpoint(
-        args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
+        args.checkpoint,
+        args.split,
+        root=args.root,
+        device=args.device,
+        force_reload=args.force_reload,
+        log=not args.no_progress,
     )
     assert dataset is not None  # read for the checkpoint's settings (no graph was passed)
+    note = unseen_note(dataset, dataset[0], [args.split])
+    if note:
+        print(note, file=sys.stderr)
     labelled = dataset.labelled_relation_names
     print(results.format(per_relation=args.per_relation, relation_names=labelled))
     if args.json:
@@ -370,6 +420,7 @@ def run_predict(args) -> None:
         root=args.root,
         device=args.device,
         force_reload=args.force_reload,
+        log=not args.no_progress,
     )
     wanted = "tail" if args.head is not None else "head"
     print(f"top {len(rows)} {wanted}s of ({args.head or '?'}, {args.relation}, {args.tail or '?'}):")
@@ -385,7 +436,7 @@ def run_stats(args) -> None:
 
     if not 0.0 <= args.beta <= 1.0:
         raise CliError(f"beta must be in [0, 1], got {args.beta}")
-    dataset = open_dataset(args.dataset, args.root, force_reload=args.force_reload)
+    dataset = open_dataset(args.dataset, args.root, force_reload=args.force_reload, log=not args.no_progress)
     stats = dataset_statistics(dataset[0], beta=args.beta)
     if args.json:
         print(json.dumps(stats, indent=2))
@@ -497,4 +548,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         set_threads(args.threads)
         COMMANDS[args.command](args)
 
-    return run_reporting_errors(f"torch-wge {args.command}", run, args.debug)
+    with warnings.catch_warnings():  # undone on return: main() may be called from Python
+        warnings.showwarning = print_warning
+        return run_reporting_errors(f"torch-wge {args.command}", run, args.debug)
+
+
+def print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Shows a warning as one line, ``torch-wge: warning: <message>``, on stderr (instead of
+    Python's two lines naming the source file)."""
+    print(f"torch-wge: warning: {one_line(message)}", file=sys.stderr)

@@ -80,6 +80,42 @@ def writable_destination(path: PathLike) -> Path:
     return target
 
 
+def readable_file(path: PathLike) -> Path:
+    """``path``, checked to be a regular file (or a link to one) before it is read.
+
+    Raises:
+        OSError: naming ``path`` when it is a device, FIFO, socket or folder:
+            a read of ``/dev/zero`` would never end and one of a FIFO could
+            block forever. A missing file raises :class:`FileNotFoundError`.
+    """
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise _naming(error, path) from error
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+        raise OSError(errno.EINVAL, f"is {kind}, not a regular file; refused (it is never read)", str(path))
+    return path
+
+
+def check_readable_folder(path: PathLike) -> None:
+    """Raises :class:`PermissionError` naming ``path`` when it is a folder
+    whose files cannot be listed or opened (no read or search permission),
+    where a missing file would otherwise be reported."""
+    if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "folder not readable (permission denied)", str(path))
+
+
+def read_bytes(path: PathLike) -> bytes:
+    """The content of the regular file ``path`` (see :func:`readable_file`)."""
+    path = readable_file(path)
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise _naming(error, path) from error
+
+
 @contextlib.contextmanager
 def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
     """A binary file object whose content replaces ``path`` when the block
@@ -141,7 +177,7 @@ def torch_load(path: PathLike, map_location: Any = None) -> Any:
             (refused: loading them could run code), or is damaged.
         OSError: a missing or unreadable file (naming it).
     """
-    path = Path(path)
+    path = readable_file(path)
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
@@ -176,7 +212,7 @@ def append_line(path: PathLike, line: str) -> None:
 def read_lines(path: PathLike) -> List[str]:
     """The complete lines of an append-only file (a last line without its
     newline, left by a killed append, is not among them)."""
-    text = Path(path).read_bytes().decode("utf-8")
+    text = read_bytes(path).decode("utf-8")
     lines = text.split("\n")
     return lines[:-1]  # the text after the last newline is empty or torn
 

@@ -432,3 +432,20 @@ def test_another_layout_of_the_stored_views_reprocesses(codex_s_root, monkeypatc
     monkeypatch.setattr(base, "STORAGE_VERSION", base.STORAGE_VERSION - 1)
     before = CoDEx(str(codex_s_root), "s", log=False, pre_transform=transform)
     assert before.processed_dir != folder_now and os.path.isdir(before.processed_dir)
+
+
+def test_an_identifier_with_a_trailing_space_is_kept_but_said(write_folder):
+    folder = write_folder(train="a\tr\tb\nb \tr\tc\nb\tr\t c\n", valid="a\tr\tc\n", test="a\tr\tb\n")
+    with pytest.warns(UserWarning, match=r"train.txt, line 2: an identifier begins or ends with a space \(2 such"):
+        dataset = TriplesFolder(str(folder), log=False)
+    assert dataset.entity_names == ["a", "b", "b ", "c", " c"]  # opaque: kept as written
+
+
+def test_an_unreadable_folder_is_not_reported_as_missing_files(write_folder, monkeypatch):
+    folder = write_folder(train="a\tr\tb\n", valid="a\tr\tb\n", test="a\tr\tb\n")
+    (folder / "test.txt").unlink()  # what an unreadable folder looks like to a file check
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(folder) and real_access(path, mode))
+    with pytest.raises(PermissionError, match="folder not readable") as error:
+        TriplesFolder(str(folder), log=False)
+    assert error.value.filename == str(folder)

@@ -166,3 +166,22 @@ def test_from_data():
     assert not LinkPredictionEvaluator.from_data(data, "test", filtered=False).filtered
     with pytest.raises(ValueError, match="split must be .*got 'dev'"):
         LinkPredictionEvaluator.from_data(data, "dev")
+
+
+@pytest.mark.parametrize("nan_rows", ["all", "one"])
+def test_nan_scores_are_refused_not_ranked_as_ties(nan_rows):
+    # all-NaN scores once ranked like constant ones (MRR 0.58 here instead of an error)
+    data = random_kg(20, 2, 120, seed=3)
+    triples = split_triples(data)
+    evaluator = LinkPredictionEvaluator(triples["test"], triples["all"], 20, 2)
+
+    def score_fn(entities, relations):
+        scores = torch.rand(entities.numel(), 20)
+        scores[0 if nan_rows == "one" else slice(None), 7] = float("nan")
+        return scores
+
+    with pytest.raises(ValueError, match="NaN scores for queries 0..4"):
+        evaluator.compute_ranks(score_fn, batch_size=5)
+    # infinite scores are ordered, and ranked as such
+    ranks = evaluator.compute_ranks(lambda e, r: torch.full((e.numel(), 20), float("inf")), batch_size=5)
+    assert torch.all(ranks > 1)

@@ -97,6 +97,28 @@ def test_bad_arguments(data):
         model.graph_inputs(data)
 
 
+@pytest.mark.parametrize("counts", [(0, 2), (10, 0), (-1, 2), (10.0, 2)])
+def test_an_empty_graph_is_refused(counts):
+    with pytest.raises(ValueError, match="must be a positive int"):
+        WGE(*counts, hidden_channels=2)
+
+
+@pytest.mark.parametrize("view", ["ef_edge_index", "rf_edge_index"])
+@pytest.mark.parametrize("bad_id", [-1, "past the node count"])
+def test_graph_inputs_refuse_view_ids_outside_the_node_count(data, view, bad_id):
+    # before anything indexes with them: a CSR adjacency built from such ids writes out of bounds
+    model = make(data)
+    data = data.clone()
+    num_nodes = int(data[{"ef_edge_index": "num_nodes", "rf_edge_index": "rf_num_nodes"}[view]])
+    data[view] = data[view].clone()
+    data[view][0, 0] = num_nodes + 1000 if bad_id != -1 else -1
+    with pytest.raises(ValueError, match=f"{view} holds node id"):
+        model.graph_inputs(data)
+    data[view] = data[view].double()
+    with pytest.raises(ValueError, match=f"{view} must be an integer tensor"):
+        model.graph_inputs(data, sparse=False)
+
+
 def test_n3_term_is_the_sum_of_cubed_quaternion_moduli(data):
     torch.manual_seed(0)
     plain = make(data, num_layers=1, dropout=0.0).double()

@@ -191,6 +191,20 @@ def test_cosine_schedule_values():
     assert config.learning_rate(20) == 0.0  # past the planned epochs (a resumed longer run) stays at zero
 
 
+def test_constant_schedule_warms_up_too():
+    # a warm-up given with the constant schedule was once dropped without a word
+    config = TrainConfig(recipe="fast", schedule="constant", lr=0.01, epochs=14, warmup_epochs=4)
+    assert [config.learning_rate(epoch) for epoch in range(6)] == [0.0025, 0.005, 0.0075, 0.01, 0.01, 0.01]
+    assert TrainConfig(recipe="paper").learning_rate(0) == 5e-4  # its warm-up is 0 epochs
+
+
+@pytest.mark.parametrize("name", ["batch_size", "eval_batch_size", "epochs", "warmup_epochs", "candidates"])
+def test_integers_past_64_bits_are_refused_naming_the_setting(name):
+    config = TrainConfig(recipe="fast", objective="softmax", **{name: 10**20})
+    with pytest.raises(ValueError, match=f"^{name} must be a 64-bit integer .below 2..63., got {10**20}$"):
+        config.validate()
+
+
 def test_trainer_applies_the_schedule(data, tmp_path):
     config = small(recipe="fast", lr=0.02, epochs=5, warmup_epochs=2, eval_every=5)
     trainer = Trainer(config, data, tmp_path, progress=False)

@@ -1,5 +1,6 @@
 import warnings
 
+import pytest
 import torch
 import torch_geometric.transforms as T
 from torch_geometric.data import Batch, Data, InMemoryDataset
@@ -84,3 +85,41 @@ def test_stored_views_load_without_unsafe_unpickling(tmp_path):
         stored, _, cls = fs.torch_load(str(tmp_path / "data.pt"))
     assert cls is TwoViewData
     assert torch.equal(stored["rf_entity_relation_index"], data.rf_entity_relation_index)
+
+
+def _bad_graphs():
+    """(description, graph, message) of knowledge graphs no view may be built from."""
+    kg = random_kg(12, 3, 40, seed=0)
+
+    def changed(**attrs):
+        bad = kg.clone()
+        for key, value in attrs.items():
+            bad[key] = value
+        return bad
+
+    too_large = kg.edge_index.clone()
+    too_large[1, 5] = 12
+    negative = kg.edge_index.clone()
+    negative[0, 3] = -1
+    negative_type = kg.edge_type.clone()
+    negative_type[7] = -2
+    return [
+        ("num_nodes below the largest id", changed(num_nodes=11), "node id 11, but the graph has num_nodes=11"),
+        ("an id past num_nodes", changed(edge_index=too_large), "node id 12, but the graph has num_nodes=12"),
+        ("a negative entity id", changed(edge_index=negative), "node id -1; ids must be >= 0"),
+        ("a negative relation id", changed(edge_type=negative_type), "edge_type holds relation id -2"),
+        ("float edge_index", changed(edge_index=kg.edge_index.float()), "edge_index must be an integer tensor"),
+        ("float edge_type", changed(edge_type=kg.edge_type.float()), "edge_type must be an integer tensor"),
+        ("3-row edge_index", changed(edge_index=torch.cat([kg.edge_index, kg.edge_index[:1]])), r"shape \[2, E\]"),
+        ("short edge_type", changed(edge_type=kg.edge_type[:-1]), r"edge_type must have shape \[E\] = \[40\]"),
+        ("int train_mask", changed(train_mask=kg.train_mask.long()), "train_mask must be a bool tensor"),
+        ("no nodes", changed(num_nodes=0), "num_nodes >= 1"),
+    ]
+
+
+@pytest.mark.parametrize("transform", [EntityFocusedTransform(), RelationFocusedTransform(), LeviGraphTransform()])
+@pytest.mark.parametrize("case", _bad_graphs(), ids=lambda case: case[0])
+def test_transforms_refuse_graphs_whose_ids_do_not_fit(transform, case):
+    _, graph, message = case
+    with pytest.raises(ValueError, match=message):
+        transform(graph)

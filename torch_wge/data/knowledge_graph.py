@@ -30,7 +30,7 @@ torch_wge models the inverse relation of :math:`r` itself as :math:`r + R`,
 so in every layout the triples must be the knowledge graph's own, without
 reverse edges.
 """
-from typing import Union
+from typing import List, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -78,6 +78,83 @@ def _check_layout(data: Data) -> None:
             "splits with torch_wge.data.combine_splits(train, val, test), or set data.train_mask "
             "if every triple is a training triple"
         )
+
+
+def check_edge_index(edge_index: Tensor, num_nodes: int, name: str = "edge_index") -> None:
+    r"""Raises :class:`ValueError` naming :obj:`name` unless :obj:`edge_index`
+    is an integer tensor of shape :math:`(2, E)` whose ids lie in
+    :math:`[0, 	ext{num\_nodes})`: the check to pass before anything indexes
+    an array of :obj:`num_nodes` rows with it. Costs one minimum and one
+    maximum.
+
+    Example:
+        >>> check_edge_index(torch.tensor([[0, 1], [1, 2]]), num_nodes=2)
+        Traceback (most recent call last):
+        ...
+        ValueError: edge_index holds node id 2, but the graph has num_nodes=2 (ids 0..1)
+    """
+    _check_integer(edge_index, name, "node")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"{name} must have shape [2, E], got {list(edge_index.shape)}")
+    if int(num_nodes) < 1:
+        raise ValueError(f"the graph needs num_nodes >= 1, got {num_nodes}")
+    if edge_index.numel() == 0:
+        return
+    low, high = int(edge_index.min()), int(edge_index.max())
+    if low < 0:
+        raise ValueError(f"{name} holds node id {low}; ids must be >= 0")
+    if high >= int(num_nodes):
+        raise ValueError(f"{name} holds node id {high}, but the graph has num_nodes={num_nodes} (ids 0..{num_nodes - 1})")
+
+
+def _check_integer(ids: Tensor, name: str, what: str) -> None:
+    if not isinstance(ids, Tensor) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        got = f"a {ids.dtype} tensor" if isinstance(ids, Tensor) else type(ids).__name__
+        raise ValueError(f"{name} must be an integer tensor of {what} ids, got {got}")
+
+
+def check_knowledge_graph(data: Data) -> None:
+    r"""Raises :class:`ValueError` unless :obj:`data` is a knowledge graph in
+    a layout of this module whose triples index it safely: integer
+    :obj:`edge_index` :math:`(2, E)` with entity ids in
+    :math:`[0, 	ext{num\_nodes})`, integer :obj:`edge_type` :math:`(E)`
+    with relation ids :math:`\geq 0`, and boolean split masks :math:`(E)`; the same for each split
+    attribute of the split-attribute layout. The graph views of
+    :mod:`torch_wge.transforms` check their input with it. Costs a minimum
+    and a maximum per tensor.
+
+    Example:
+        >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 5]]),
+        ...             edge_type=torch.tensor([0, 0]),
+        ...             train_mask=torch.tensor([True, True]), num_nodes=3)
+        >>> check_knowledge_graph(data)
+        Traceback (most recent call last):
+        ...
+        ValueError: edge_index holds node id 5, but the graph has num_nodes=3 (ids 0..2)
+    """
+    _check_layout(data)
+    num_nodes = int(data.num_nodes) if _has(data, "num_nodes") else None
+    if has_split_attributes(data):
+        prefixes = [p for p in _SPLIT_ATTRIBUTE.values() if _has(data, f"{p}_edge_index")]
+        pairs: List[Tuple[str, str, List[str]]] = [(f"{p}_edge_index", f"{p}_edge_type", []) for p in prefixes]
+    else:
+        pairs = [("edge_index", "edge_type", [f"{s}_mask" for s in SPLITS if _has(data, f"{s}_mask")])]
+    for index_name, type_name, masks in pairs:
+        edge_index, edge_type = data[index_name], data.get(type_name)
+        if num_nodes is None and isinstance(edge_index, Tensor) and edge_index.numel() > 0:
+            num_nodes = int(edge_index.max()) + 1  # PyG infers it so
+        check_edge_index(edge_index, num_nodes if num_nodes is not None else 1, index_name)
+        num_edges = edge_index.size(1)
+        _check_integer(edge_type, type_name, "relation")
+        if edge_type.shape != (num_edges,):
+            raise ValueError(f"{type_name} must have shape [E] = [{num_edges}] (one per edge), got {list(edge_type.shape)}")
+        if edge_type.numel() > 0 and int(edge_type.min()) < 0:
+            raise ValueError(f"{type_name} holds relation id {int(edge_type.min())}; ids must be >= 0")
+        for mask_name in masks:
+            mask = data[mask_name]
+            if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != (num_edges,):
+                got = f"{mask.dtype} {list(mask.shape)}" if isinstance(mask, Tensor) else type(mask).__name__
+                raise ValueError(f"{mask_name} must be a bool tensor of shape [E] = [{num_edges}], got {got}")
 
 
 def num_kg_relations(data: Data) -> int:
@@ -169,6 +246,31 @@ def kg_triples(data: Data, split: str = "train") -> Tensor:
     if not parts:
         return torch.empty((0, 3), dtype=torch.long)
     return torch.cat(parts).long()
+
+
+def unseen_triples(data: Data, split: str) -> Tensor:
+    r"""Which triples of :obj:`split` (as :func:`kg_triples` lists them)
+    have a head, tail or relation that no training triple has: a model ranks
+    them with embeddings training never updated.
+
+    Shapes:
+        - **output:** :math:`(T)`, bool
+
+    Example:
+        >>> data = Data(edge_index=torch.tensor([[0, 1, 2], [1, 0, 0]]),
+        ...             edge_type=torch.tensor([0, 0, 1]),
+        ...             train_mask=torch.tensor([True, False, False]),
+        ...             test_mask=torch.tensor([False, True, True]), num_nodes=3)
+        >>> unseen_triples(data, "test").tolist()  # entity 2 and relation 1 are not in training
+        [False, True]
+    """
+    train, triples = kg_triples(data, "train"), kg_triples(data, split)
+    entity_seen = torch.zeros(int(data.num_nodes), dtype=torch.bool)
+    entity_seen[train[:, 0]] = True
+    entity_seen[train[:, 2]] = True
+    relation_seen = torch.zeros(max(num_kg_relations(data), 1), dtype=torch.bool)
+    relation_seen[train[:, 1]] = True
+    return ~(entity_seen[triples[:, 0]] & entity_seen[triples[:, 2]] & relation_seen[triples[:, 1]])
 
 
 def combine_splits(

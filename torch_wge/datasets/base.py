@@ -33,7 +33,7 @@ class DownloadError(RuntimeError):
 def md5sum(path: str, block_size: int = 1 << 20) -> str:
     r"""The md5 hex digest of the file at :obj:`path`."""
     digest = hashlib.md5()
-    with open(path, "rb") as f:
+    with open(io.readable_file(path), "rb") as f:
         for block in iter(lambda: f.read(block_size), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -55,6 +55,7 @@ def read_triples(path: str) -> Tuple[Triples, List[int]]:
             fields, or naming the file when it holds no triple.
     """
     text = _read_text(path, encoding="utf-8-sig")  # a leading BOM is dropped
+    _warn_of_padded_identifiers(path, text)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -76,6 +77,23 @@ def read_triples(path: str) -> Tuple[Triples, List[int]]:
     if not rows:
         raise ValueError(f"{path} holds no triples (empty split)")
     return rows, linenos
+
+
+#: A field of a triple line that begins or ends with white space (other than the line ending).
+_PADDED_FIELD = re.compile(r"(?:^|\t)[ \f\v\u00a0]|[ \f\v\u00a0](?:\t|\r?$)", re.MULTILINE)
+
+
+def _warn_of_padded_identifiers(path: str, text: str) -> None:
+    # Identifiers are opaque: "Q1 " is another entity than "Q1", which is
+    # almost always a mistake in the file; kept, but said once per file.
+    found = [match.start() for match in _PADDED_FIELD.finditer(text)]
+    if found:
+        line = text.count("\n", 0, found[0]) + 1
+        warnings.warn(
+            f"{path}, line {line}: an identifier begins or ends with a space ({len(found)} such field(s) in the "
+            f"file); kept as written, so it names another entity or relation than the one without the space",
+            stacklevel=3,
+        )
 
 
 def read_label_file(path: str) -> Dict[str, str]:
@@ -102,9 +120,8 @@ def read_label_json(path: str) -> Dict[str, str]:
 
 
 def _read_text(path: str, encoding: str = "utf-8") -> str:
-    # The text of a raw file; a decoding error names the file.
-    with open(path, "rb") as f:
-        content = f.read()
+    # The text of a raw file (a regular one); a decoding error names the file.
+    content = io.read_bytes(path)
     try:
         return content.decode(encoding)
     except UnicodeDecodeError as e:
@@ -344,6 +361,7 @@ class KnowledgeGraphDataset(InMemoryDataset):
         os.replace(part, path)
 
     def download(self) -> None:
+        io.check_readable_folder(self.raw_dir)  # its files are there, only unreadable
         for filename in SPLIT_FILES:
             if not osp.exists(osp.join(self.raw_dir, filename)):
                 self._fetch(filename, self.urls[filename])

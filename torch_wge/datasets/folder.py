@@ -4,6 +4,7 @@ import hashlib
 import os.path as osp
 from typing import Any, Dict, List, Optional, Tuple
 
+from torch_wge import io
 from torch_wge.datasets.base import (
     SPLIT_FILES,
     KnowledgeGraphDataset,
@@ -59,6 +60,7 @@ class TriplesFolder(KnowledgeGraphDataset):
         return osp.join(self.cache_root, f"{osp.basename(folder)}-{digest}", osp.relpath(inside, self.root))
 
     def download(self) -> None:
+        io.check_readable_folder(self.raw_dir)  # its files are there, only unreadable
         missing: List[str] = [f for f in SPLIT_FILES if not osp.isfile(osp.join(self.raw_dir, f))]
         raise FileNotFoundError(
             f"TriplesFolder: {', '.join(missing)} not found in {self.raw_dir} (it must hold {', '.join(SPLIT_FILES)})"

@@ -275,6 +275,11 @@ class LinkPredictionEvaluator:
 
         Shapes:
             - **output:** :math:`(\text{stop} - \text{start})`, float32 on CPU
+
+        Raises:
+            ValueError: when ``score_fn`` returns scores of another shape, or
+                NaN scores (which compare false with every score, so they
+                would rank as ties instead of failing).
         """
         if rank_type not in RANK_TYPES:
             raise ValueError(f"rank_type must be one of {RANK_TYPES}, got {rank_type!r}")
@@ -303,6 +308,11 @@ class LinkPredictionEvaluator:
                         )
                     if not scores.is_floating_point():
                         scores = scores.float()
+                    elif bool(scores.isnan().any()):  # a NaN compares false with every score: a silent tie
+                        raise ValueError(
+                            f"score_fn returned NaN scores for queries {lo}..{hi - 1}; they cannot be ranked "
+                            f"(a diverged model, or damaged weights?)"
+                        )
                     tensors = self._tensors_on(scores.device)
                     if buffer is None or buffer.device != scores.device:
                         size = min(batch_size, stop - start) * num_entities

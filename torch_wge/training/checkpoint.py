@@ -77,10 +77,12 @@ def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.devic
     Raises:
         CheckpointError: if the file is missing, unreadable, damaged, holds
             other objects or is not a torch_wge checkpoint.
+        OSError: naming a path that is no regular file (a FIFO, device or folder).
     """
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    io.readable_file(path)  # a FIFO or device is refused, never read
     try:
         state = io.torch_load(path, map_location=map_location)
     except io.UnreadableFileError as error:

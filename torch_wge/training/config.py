@@ -15,6 +15,7 @@ CHOICES = {
     "schedule": ("constant", "cosine"),
     "precision": tuple(PRECISIONS),
     "encoder": ("sharded", "replicated"),
+    "unseen": ("keep", "drop"),
 }
 
 _PAPER = dict(
@@ -97,8 +98,9 @@ class TrainConfig:
     :math:`r_s - r_o` edges of the relation-focused view.
 
     The learning rate of epoch :math:`e` (counted from 0) is :meth:`learning_rate`:
-    constant, or with :obj:`schedule="cosine"` a linear warm-up over
-    :obj:`warmup_epochs` followed by a cosine decay to zero at :obj:`epochs`.
+    a linear warm-up over :obj:`warmup_epochs`, then constant
+    (:obj:`schedule="constant"`) or a cosine decay to zero at :obj:`epochs`
+    (:obj:`schedule="cosine"`).
     :obj:`time_limit` (minutes) ends training after the epoch during which the
     run's training and validation time passed it.
 
@@ -108,6 +110,12 @@ class TrainConfig:
     (see :class:`~torch_wge.training.ema.WeightAverage`); the trained weights
     are validated beside it and logged. :obj:`0` (every recipe): the trained
     weights themselves.
+
+    :obj:`unseen` says what happens to validation and test triples with an
+    entity or relation that no training triple has: :obj:`"keep"` ranks them
+    with embeddings training never updated, as the benchmark convention and
+    published numbers do; :obj:`"drop"` leaves them out of validation and
+    test (see :class:`~torch_wge.datasets.KnowledgeGraphDataset`).
 
     :obj:`weight_decay` :math:`\lambda` is AdamW's decoupled decay: every
     step multiplies each parameter by :math:`1 - \eta_e \lambda` before the
@@ -121,6 +129,11 @@ class TrainConfig:
         "train/valid/test.txt",
     )
     root: str = setting("data", "folder where datasets are downloaded and cached")
+    unseen: str = setting(
+        "keep",
+        "valid and test triples with an entity or relation no training triple has: keep (ranked with untrained "
+        "embeddings, the benchmark convention of published numbers) or drop (left out of validation and test)",
+    )
     recipe: str = setting(
         "fast",
         "training recipe: 'fast' (larger learning rate, warm-up, cosine decay, weight decay, 500 epochs), "
@@ -215,7 +228,13 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raises :class:`ValueError` with a one-line message on a bad setting."""
+        integers = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
         checks = [
+            (abs(value) < 2**63, f"{name} must be a 64-bit integer (below 2**63), got {value}")
+            for name, value in integers
+            if isinstance(value, int) and not isinstance(value, bool)
+        ]
+        checks += [
             (self.hidden_channels > 0, f"hidden channels must be positive, got {self.hidden_channels}"),
             (0.0 <= self.beta <= 1.0, f"beta must be in [0, 1], got {self.beta}"),
             (self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}"),
@@ -269,11 +288,12 @@ class TrainConfig:
             \end{cases}
 
         for :obj:`schedule="cosine"` (:math:`W` warm-up epochs, :math:`E`
-        epochs), and :math:`\eta` for :obj:`schedule="constant"`."""
-        if self.schedule == "constant":
-            return self.lr
+        epochs); for :obj:`schedule="constant"` the same warm-up, then
+        :math:`\eta`."""
         if epoch < self.warmup_epochs:
             return self.lr * (epoch + 1) / self.warmup_epochs
+        if self.schedule == "constant":
+            return self.lr
         decay_epochs = max(self.epochs - self.warmup_epochs, 1)
         progress = min((epoch - self.warmup_epochs) / decay_epochs, 1.0)
         return self.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
@@ -297,6 +317,7 @@ class TrainConfig:
     #: under other values of these cannot be resumed or evaluated here.
     MODEL_KEYS = (
         "dataset",
+        "unseen",
         "hidden_channels",
         "num_layers",
         "alpha0",

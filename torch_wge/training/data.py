@@ -37,7 +37,7 @@ def open_dataset(name: str, root: str, **kwargs) -> InMemoryDataset:
     return get_dataset(name, cache_root=root, **kwargs)
 
 
-def load_data(config: TrainConfig, force_reload: bool = False) -> Tuple[InMemoryDataset, Data]:
+def load_data(config: TrainConfig, force_reload: bool = False, log: bool = True) -> Tuple[InMemoryDataset, Data]:
     """Loads (or downloads) ``config.dataset`` under ``config.root`` with its graph views.
     A ``config.dataset`` that is no dataset name but a folder is read as a
     :class:`~torch_wge.datasets.TriplesFolder`.
@@ -45,10 +45,16 @@ def load_data(config: TrainConfig, force_reload: bool = False) -> Tuple[InMemory
     The views are the dataset's ``pre_transform``: built once and stored with
     the processed graph, in a folder of its own for every setting of the
     transforms (``beta``, ...), so a changed setting never reuses another's
-    graph. ``force_reload`` processes the raw files anew.
+    graph. ``force_reload`` processes the raw files anew; ``log`` prints
+    the dataset's download and processing messages.
     """
     dataset = open_dataset(
-        config.dataset, config.root, pre_transform=graph_transform(config), force_reload=force_reload
+        config.dataset,
+        config.root,
+        pre_transform=graph_transform(config),
+        force_reload=force_reload,
+        log=log,
+        unseen=config.unseen,
     )
     return dataset, dataset[0]
 

@@ -60,10 +60,12 @@ def load_trained(
     device: Optional[str] = None,
     data: Optional[Data] = None,
     force_reload: bool = False,
+    log: bool = True,
 ) -> Tuple[WGE, TrainConfig, Optional[InMemoryDataset], Data]:
     """The model of a ``best.pt`` or ``last.pt`` checkpoint, in eval mode, with
     the dataset it was trained on (loaded from ``root`` or the run's own root;
-    ``force_reload`` processes its raw files anew), or with the knowledge
+    ``force_reload`` processes its raw files anew, ``log`` prints its
+    processing messages), or with the knowledge
     graph ``data`` it was trained on, passed from Python (any layout of
     :mod:`torch_wge.data.knowledge_graph`; the dataset is then :obj:`None` and
     the graph views are built with the checkpoint's settings).
@@ -81,7 +83,7 @@ def load_trained(
     config.device = device
     resolve_device(device)  # an unusable device is refused before the data is loaded
     if data is None:
-        dataset, data = load_data(config, force_reload)
+        dataset, data = load_data(config, force_reload, log)
     else:
         dataset, data = None, graph_transform(config)(data.clone())
     check_compatible(state, config.to_dict(), graph_sizes(data), checkpoint)
@@ -108,10 +110,11 @@ def evaluate_checkpoint(
     progress: bool = False,
     data: Optional[Data] = None,
     force_reload: bool = False,
+    log: bool = True,
 ) -> Tuple[LinkPredictionResults, Optional[InMemoryDataset]]:
     """Filtered link-prediction metrics of a checkpoint on ``split``; returns them and the dataset
     (:obj:`None` when the graph is passed as ``data``, see :func:`load_trained`)."""
-    model, config, dataset, data = load_trained(checkpoint, root, device, data, force_reload)
+    model, config, dataset, data = load_trained(checkpoint, root, device, data, force_reload, log)
     evaluator = LinkPredictionEvaluator.from_data(data, split)
     results = evaluate_model(model, graph_inputs_on(model, data), evaluator, config.eval_batch_size, progress)
     return results, dataset
@@ -140,6 +143,7 @@ def predict(
     device: Optional[str] = None,
     data: Optional[Data] = None,
     force_reload: bool = False,
+    log: bool = True,
 ) -> List[Dict[str, Any]]:
     """Top-``k`` answers of ``(entity, relation, ?)`` (or ``(?, relation, entity)``
     with ``predict_tails=False``), identifiers as in the dataset's files, or
@@ -154,7 +158,7 @@ def predict(
     """
     if top_k <= 0:
         raise ValueError(f"top-k must be positive, got {top_k}")
-    model, config, dataset, data = load_trained(checkpoint, root, device, data, force_reload)
+    model, config, dataset, data = load_trained(checkpoint, root, device, data, force_reload, log)
     num_relations = num_kg_relations(data)
     entity_names = None if dataset is None else list(dataset.entity_names)
     relation_names = None if dataset is None else list(dataset.relation_names)

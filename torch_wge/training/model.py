@@ -10,7 +10,8 @@ from torch_wge.training.config import TrainConfig
 
 
 def resolve_device(device: Optional[str]) -> torch.device:
-    """``device`` as given, or CUDA when available, else the CPU.
+    """``device`` as given (``cpu:0`` as ``cpu``, the one name torch.load
+    restores), or CUDA when available, else the CPU.
 
     Raises:
         ValueError: for a name that is no CPU or CUDA device, or a CUDA
@@ -24,8 +25,10 @@ def resolve_device(device: Optional[str]) -> torch.device:
         resolved = None
     if resolved is None or resolved.type not in ("cpu", "cuda"):
         raise ValueError(f"unknown device {device!r}; expected cpu, cuda or cuda:N")
-    if resolved.type == "cpu" and resolved.index not in (None, 0):
-        raise ValueError(f"device {device!r}: the CPU is one device; use cpu")
+    if resolved.type == "cpu":
+        if resolved.index not in (None, 0):
+            raise ValueError(f"device {device!r}: the CPU is one device; use cpu")
+        return torch.device("cpu")  # one name: torch.load cannot restore storages tagged "cpu:0"
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r}: CUDA is not available on this machine")
     if resolved.type == "cuda" and (resolved.index or 0) >= torch.cuda.device_count():

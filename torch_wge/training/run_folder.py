@@ -15,11 +15,18 @@ class RunFolderBusy(RuntimeError):
 
 
 class RunFolderHoldsRun(FileExistsError):
-    """A new run was asked for in a folder that already holds one (``folder``)."""
+    """A new run was asked for in a folder that already holds one (``folder``),
+    which ``resumable`` runs have a ``last.pt`` to continue from."""
 
-    def __init__(self, folder: Path):
-        super().__init__(f"{folder} already holds a run; fit(resume=True) continues it, or choose another out_dir")
+    def __init__(self, folder: Path, resumable: bool = True):
+        how = (
+            "fit(resume=True) continues it, fit(overwrite=True) replaces it"
+            if resumable
+            else "fit(overwrite=True) replaces it"
+        )
+        super().__init__(f"{folder} already holds a run; {how}, or choose another out_dir")
         self.folder = folder
+        self.resumable = resumable
 
 
 class RunLock(io.FolderLock):
@@ -42,7 +49,8 @@ def read_log(path: Union[str, Path]) -> List[Dict[str, Any]]:
     cut short by a killed append is left out.
 
     Raises:
-        ValueError: naming the file and line of a line that is not a JSON object.
+        ValueError: naming the file and line of a line that is not a JSON
+            object, or whose ``epoch`` is no integer.
     """
     try:
         lines = io.read_lines(path)
@@ -56,6 +64,9 @@ def read_log(path: Union[str, Path]) -> List[Dict[str, Any]]:
             raise ValueError(f"{path}, line {number}: not valid JSON ({error.msg})") from None
         if not isinstance(record, dict):
             raise ValueError(f"{path}, line {number}: expected a JSON object, found {line[:40]!r}")
+        epoch = record.get("epoch")
+        if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+            raise ValueError(f"{path}, line {number}: 'epoch' must be an integer, found {json.dumps(epoch)[:40]}")
         records.append(record)
     return records
 
@@ -80,18 +91,20 @@ def append_record(path: Union[str, Path], record: Dict[str, Any]) -> None:
     io.append_line(path, json.dumps(record))
 
 
-def open_run_folder(folder: Path, resume: bool) -> RunLock:
+def open_run_folder(folder: Path, resume: bool, overwrite: bool = False) -> RunLock:
     """Creates the run folder ``folder``, takes its lock and removes the
     temporary files that killed writes left there; returns the lock, held.
-    A resumed run needs the folder's ``last.pt``; a new one a folder without
-    it, from which the files of a run killed before its first checkpoint are
-    removed.
+    A resumed run needs the folder's ``last.pt``; a new one a folder that
+    holds no run (none of ``last.pt``, ``best.pt``, ``results.json``) unless
+    ``overwrite``; the files of the replaced run, or the log of a run killed
+    before its first checkpoint, are removed (a FIFO or device there is
+    refused, not removed).
 
     Raises:
         NotADirectoryError: when ``folder`` is a file.
         RunFolderBusy: when another process holds the lock.
         CheckpointError: for a resume without ``last.pt``.
-        RunFolderHoldsRun: for a new run in a folder with ``last.pt``.
+        RunFolderHoldsRun: for a new run in a folder holding a run, without ``overwrite``.
     """
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "is a file, not a run folder", str(folder))
@@ -103,10 +116,12 @@ def open_run_folder(folder: Path, resume: bool) -> RunLock:
         last = folder / "last.pt"
         if resume and not last.is_file():
             raise CheckpointError(f"nothing to resume: {last} does not exist (start without --resume)")
-        if not resume and last.exists():
-            raise RunFolderHoldsRun(folder)
         if not resume:
-            for name in ("log.jsonl", "best.pt", "results.json"):
+            held = [name for name in ("last.pt", "best.pt", "results.json") if (folder / name).exists()]
+            if held and not overwrite:
+                raise RunFolderHoldsRun(folder, resumable=last.exists())
+            for name in ("last.pt", "log.jsonl", "best.pt", "results.json"):
+                io.writable_destination(folder / name)
                 (folder / name).unlink(missing_ok=True)
     except BaseException:
         lock.release()

@@ -66,7 +66,7 @@ def setting_error(name: str, value: Any) -> Optional[str]:
     if name not in fields:
         return "unknown setting (not a field of TrainConfig)"
     try:
-        validation.settings({name: value}, "")
+        validation.settings({"dataset": TrainConfig.dataset, name: value}, "")  # stored settings name a dataset
     except validation.StoredError as error:
         return str(error).removeprefix(": ")
     return None

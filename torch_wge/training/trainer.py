@@ -9,6 +9,7 @@ from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
 from torch_wge import __version__, io
+from torch_wge.data import unseen_triples
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.nn import WGE
 from torch_wge.nn.norm import SyncedBatchNorm1d
@@ -58,7 +59,9 @@ class Trainer:
       evaluation (all metrics), appended; a resume drops the records after
       ``last.pt``'s epoch, so every epoch appears once.
     - ``results.json``: config, best epoch, best validation and test metrics
-      (overall, per side and per relation), wall time and versions.
+      (overall, per side and per relation), the number of validation and
+      test triples ranked although their entity or relation is not in
+      training (``"unseen"``), wall time and versions.
     - ``config.json``: the settings.
 
     The folder is locked (an ``flock`` on the folder itself) while a run
@@ -155,6 +158,8 @@ class Trainer:
         }
         self.log = RunLog(self.out_dir / "log.jsonl", enabled=self.dist.is_main)
         self._lock: Optional[RunLock] = None  # held while fit() runs
+        #: Validation and test triples ranked although their entity or relation is not in training.
+        self.unseen_ranked = {split: int(unseen_triples(data, split).sum()) for split in ("valid", "test")}
         self.epoch = 0
         self.wall_seconds = 0.0  # training and validation time over all sessions of this run
         self.best: Dict[str, Any] = {"epoch": None, "mrr": -math.inf, "evaluations_since": 0}
@@ -279,11 +284,11 @@ class Trainer:
         except RuntimeError as error:
             raise validation.StoredError(f"{path}: rng: damaged random-number state ({error})") from None
 
-    def _open_run_folder(self, resume: bool) -> Optional[Dict[str, Any]]:
+    def _open_run_folder(self, resume: bool, overwrite: bool = False) -> Optional[Dict[str, Any]]:
         """Opens the run folder (:func:`~torch_wge.training.run_folder.open_run_folder`)
         and writes ``config.json``. With ``resume``, returns the state of
         ``last.pt``, with ``best.pt`` and the log made consistent with it."""
-        self._lock = open_run_folder(self.out_dir, resume)
+        self._lock = open_run_folder(self.out_dir, resume, overwrite)
         state = None
         if resume:
             state = self._read_state(self.out_dir / "last.pt")
@@ -293,21 +298,26 @@ class Trainer:
         return state
 
     # ------------------------------------------------------------------ fit
-    def fit(self, resume: bool = False) -> Dict[str, Any]:
+    def fit(self, resume: bool = False, overwrite: bool = False) -> Dict[str, Any]:
         """Trains for ``config.epochs`` epochs (or until early stopping), then
-        evaluates the best checkpoint; returns the content of ``results.json``."""
+        evaluates the best checkpoint; returns the content of ``results.json``.
+        ``resume`` continues the run in ``out_dir`` from its ``last.pt``;
+        ``overwrite`` replaces the files of a run there (a new run into a
+        folder that holds one is refused otherwise)."""
+        if resume and overwrite:
+            raise ValueError("fit: resume and overwrite exclude each other")
         self._lock = None
         try:
-            return self._fit(resume)
+            return self._fit(resume, overwrite)
         finally:
             if self._lock is not None:
                 self._lock.release()
 
-    def _fit(self, resume: bool) -> Dict[str, Any]:
+    def _fit(self, resume: bool, overwrite: bool) -> Dict[str, Any]:
         start_time = time.perf_counter()
         # the run folder is read and written by rank 0 only (other machines may not see it);
         # an error there is raised in every process
-        state = self.dist.on_main(lambda: self._open_run_folder(resume))
+        state = self.dist.on_main(lambda: self._open_run_folder(resume, overwrite))
         if state is not None:  # resumed
             self._restore(state, self.out_dir / "last.pt")
         cfg = self.config
@@ -437,6 +447,7 @@ class Trainer:
             "best_epoch": self.best["epoch"],
             "valid": valid.to_dict(),
             "test": test.to_dict(),
+            "unseen": {"policy": self.config.unseen, "ranked": self.unseen_ranked},
             "wall_seconds": self.wall_seconds,
             "wall_seconds_this_session": seconds,
             "device": str(self.device),

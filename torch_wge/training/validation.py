@@ -65,8 +65,8 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
 
     Every field present must have its type (``"hidden_channels": "abc"``, ``8.0``
     or ``true`` is refused for the integer ``hidden_channels``; an integer is
-    accepted where a float is expected); fields absent take their defaults,
-    unknown ones are refused; then :meth:`TrainConfig.validate` checks the
+    accepted where a float is expected); ``dataset`` must be present, other
+    fields absent take their defaults, unknown ones are refused; then :meth:`TrainConfig.validate` checks the
     values.
 
     Raises:
@@ -74,6 +74,8 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
     """
     if not isinstance(values, Mapping):
         raise StoredError(f"{path}: {where}expected a JSON object of settings, found {type(values).__name__}")
+    if "dataset" not in values:  # never a default: that would read (or download) another dataset
+        raise StoredError(f"{path}: {where}no 'dataset' setting: which dataset the run trained on is unknown")
     for name, (kind, optional) in _kinds().items():
         if name not in values or (optional and values[name] is None):
             continue
@@ -178,12 +180,16 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
 
 
 def load_weights(module: torch.nn.Module, weights: Dict[str, torch.Tensor], path: PathLike) -> None:
-    """``module.load_state_dict(weights)``; missing or unexpected names and
-    other shapes are one line naming ``path``.
+    """``module.load_state_dict(weights)``; missing or unexpected names,
+    other shapes and weights that are NaN or infinite are one line naming
+    ``path``.
 
     Raises:
-        StoredError: when the weights do not fit ``module``.
+        StoredError: when the weights do not fit ``module`` or are not finite.
     """
+    for name, value in weights.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(value.isfinite().all()):
+            raise StoredError(f"{path}: model: weight {name!r} holds NaN or infinite values; it cannot score")
     try:
         module.load_state_dict(weights)
     except RuntimeError as error:

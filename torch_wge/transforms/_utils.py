@@ -7,18 +7,20 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops, to_undirected
 
-from torch_wge.data import kg_triples, num_kg_relations
+from torch_wge.data import check_knowledge_graph, kg_triples, num_kg_relations
 
 
 def training_triples(data: Data) -> Tuple[Tensor, Tensor, Tensor, int]:
     r"""Returns the heads, relations and tails of the training triples of
     :obj:`data` and the number of relations :math:`R`, in any layout of
     :mod:`torch_wge.data.knowledge_graph` (data without a :obj:`train_mask`
-    is refused, never read as all-training).
+    is refused, never read as all-training), after
+    :func:`~torch_wge.data.check_knowledge_graph`.
 
     Shapes:
         - **output:** three long tensors of shape :math:`(|E_{train}|)` and an int
     """
+    check_knowledge_graph(data)
     head, rel, tail = kg_triples(data, "train").unbind(1)
     return head, rel, tail, num_kg_relations(data)
 

@@ -6,6 +6,7 @@ from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
+from torch_wge.data import check_edge_index
 from torch_wge.nn.decoders import QuatEDecoder
 from torch_wge.nn.decoders.loss import OBJECTIVES, one_to_n_loss, sample_candidates
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
@@ -169,6 +170,9 @@ class WGE(torch.nn.Module):
                 f"'{name}' num_candidates needs objective='softmax' and a positive count, "
                 f"got {num_candidates} with objective={objective!r}"
             )
+        for count_name, count in (("num_entities", num_entities), ("num_relations", num_relations)):
+            if not (isinstance(count, int) and count > 0):
+                raise ValueError(f"'{name}' {count_name} must be a positive int, got {count!r}")
         if not (isinstance(hidden_channels, int) and hidden_channels > 0):
             raise ValueError(f"'{name}' hidden_channels must be a positive int, got {hidden_channels!r}")
         channels = 4 * hidden_channels
@@ -245,8 +249,10 @@ class WGE(torch.nn.Module):
         passing is one sparse-dense matmul instead of a gather and a scatter
         over the edges.
 
-        A :class:`~torch_geometric.data.Batch` of several graphs is refused:
-        WGE embeds the entities and relations of one knowledge graph (a
+        A view whose ids do not fit its node count is refused with a
+        :class:`ValueError` (:func:`~torch_wge.data.check_edge_index`), and
+        a :class:`~torch_geometric.data.Batch` of several graphs too: WGE
+        embeds the entities and relations of one knowledge graph (a
         :class:`~torch_wge.nn.TwoViewEncoder` encodes a batch of graphs from
         ``batch.ef_edge_index`` and ``batch.rf_edge_index``)."""
         if isinstance(data, Batch) and data.num_graphs > 1:
@@ -264,6 +270,8 @@ class WGE(torch.nn.Module):
                 f"apply the matching transforms from torch_wge.transforms"
             )
         edges = {arg: getattr(data, view.edge_index) for arg, view in views.items()}
+        for arg, view in views.items():
+            check_edge_index(edges[arg], int(getattr(data, view.num_nodes)), view.edge_index)
         if not sparse:
             return edges
         dtype = self.entity_embedding.weight.dtype
