@@ -16,11 +16,17 @@ during the measured step minus the resident size just before it.
   whole graph, 1-N loss at every layer, backward, clipping, Adam), after one
   warm-up step (which allocates Adam's state and the cached adjacencies);
   also the encoder alone (forward and backward of the sum of its outputs).
+- ``encoder``: the encoder alone (forward and backward of the sum of its
+  outputs, after one such warm-up step) in each of ``--processes`` processes
+  (gloo), ``--encoder replicated`` (every process the whole encoder) or
+  ``sharded`` (:mod:`torch_wge.training.sharded_encoder`): "peak +MB" of
+  every process.
 
 Example::
 
     python benchmarks/bench_distributed_memory.py prepare --graph /tmp/codex-l-synthetic.pt
     python benchmarks/bench_distributed_memory.py all --graph /tmp/codex-l-synthetic.pt
+    python benchmarks/bench_distributed_memory.py encoder --graph /tmp/codex-l-synthetic.pt --processes 2 --encoder sharded
 """
 
 import argparse
@@ -28,6 +34,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 from rss import peak_rss_mb, reset_peak_rss
@@ -154,14 +161,73 @@ def measure_train(path: str, batch_size: int) -> dict:
     }
 
 
+def _encoder_process(rank: int, path: str, processes: int, mode: str, port: int, out: str) -> None:
+    import os
+
+    import torch.distributed as dist
+
+    from torch_wge.training.sharded_encoder import shard_encoder
+
+    torch.set_num_threads(1)
+    data = torch.load(path, weights_only=False)
+    model, inputs = _model(data)
+    if processes > 1:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group("gloo", rank=rank, world_size=processes)
+        if mode == "sharded":
+            shard_encoder(model, dist.new_group())
+
+    def step():
+        encoded = model.encode(**inputs)
+        sum(x.sum() for x in encoded.entities + encoded.relations).backward()
+        model.zero_grad(set_to_none=True)
+
+    step()  # warm-up: the normalised adjacencies (and a sharded encoder's rows of them) are kept
+    before = reset_peak_rss()
+    tic = time.perf_counter()
+    step()
+    record = {
+        "rank": rank,
+        "peak_plus_mb": round(peak_rss_mb() - before),
+        "seconds": round(time.perf_counter() - tic, 1),
+    }
+    with open(f"{out}/rank{rank}.json", "w") as file:
+        json.dump(record, file)
+
+
+def measure_encoder(path: str, processes: int, mode: str) -> dict:
+    import socket
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory() as out:
+        mp.start_processes(
+            _encoder_process, args=(path, processes, mode, port, out), nprocs=processes, start_method="spawn"
+        )
+        ranks = [json.loads(Path(out, f"rank{rank}.json").read_text()) for rank in range(processes)]
+    return {
+        "what": "encoder",
+        "processes": processes,
+        "encoder": mode if processes > 1 else "one process",
+        "peak_plus_mb": [r["peak_plus_mb"] for r in ranks],
+        "seconds": [r["seconds"] for r in ranks],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["prepare", "eval", "train", "all"])
+    parser.add_argument("command", choices=["prepare", "eval", "train", "encoder", "all"])
     parser.add_argument("--graph", required=True, help="file of the prepared graph")
     parser.add_argument("--chunk", type=int, default=1024, help="eval: queries scored at once")
     parser.add_argument("--queries", type=int, default=2 * SIZES["test"], help="eval: queries ranked")
     parser.add_argument("--batch-size", type=int, default=1024, help="train: queries per batch")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--processes", type=int, default=1, help="encoder: processes (1 thread each)")
+    parser.add_argument("--encoder", choices=["replicated", "sharded"], default="sharded", help="encoder: mode")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.command == "prepare":
@@ -170,6 +236,8 @@ def main() -> None:
         print(json.dumps(measure_eval(args.graph, args.chunk, args.queries)))
     elif args.command == "train":
         print(json.dumps(measure_train(args.graph, args.batch_size)))
+    elif args.command == "encoder":
+        print(json.dumps(measure_encoder(args.graph, args.processes, args.encoder)))
     else:
         runs = [["eval", "--chunk", str(c), "--queries", str(q)] for q in (4_000, 16_000) for c in (256, 4_000)]
         runs += [["eval", "--chunk", "1024"], ["train"]]
