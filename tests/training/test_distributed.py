@@ -475,6 +475,18 @@ def test_synced_batch_norm_is_batch_norm_in_one_process():
     assert repr(synced).startswith("SyncedBatchNorm1d(8")
 
 
+def test_channel_moments_and_their_gradient():
+    from torch_wge.nn.norm.synced_batch_norm import ChannelMoments
+
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.equal(ChannelMoments.apply(x), torch.cat([x.sum(0), (x * x).sum(0)]))
+    assert torch.autograd.gradcheck(ChannelMoments.apply, (x,))
+    single = x.detach().float().requires_grad_()
+    assert ChannelMoments.apply(single).dtype == torch.float64  # sums of float32 rows in float64
+    ChannelMoments.apply(single).sum().backward()
+    assert single.grad.dtype == torch.float32 and torch.allclose(single.grad, 1 + 2 * single.detach())
+
+
 def test_convert_replaces_every_batch_norm_and_keeps_its_state():
     decoders = torch.nn.ModuleList([torch.nn.BatchNorm1d(4), torch.nn.Sequential(torch.nn.BatchNorm1d(4))])
     torch.nn.init.normal_(decoders[0].weight)

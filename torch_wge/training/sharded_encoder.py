@@ -60,48 +60,11 @@ from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpos
 __all__ = ["GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
 
 
-class GatherRows(torch.autograd.Function):
-    r"""All processes' row blocks, one after the other: process :math:`p`
-    gives its ``sizes[p]`` rows, every process gets all
-    :math:`\sum_p` ``sizes[p]`` rows. Uneven blocks are padded to the largest
-    for one :func:`torch.distributed.all_gather_single` (gloo and NCCL alike).
-    Backward is the matching :func:`torch.distributed.reduce_scatter_single`:
-    process :math:`p` receives the sum over all processes of the gradients of
-    its rows.
-
-    ``GatherRows.apply(local, sizes, group)``.
-
-    Shapes:
-        - **input:** ``local [sizes[rank], C]``
-        - **output:** ``[sum(sizes), C]``
-    """
-
-    @staticmethod
-    def forward(ctx, local: Tensor, sizes: Sequence[int], group) -> Tensor:
-        ctx.sizes, ctx.group = sizes, group
-        largest = max(sizes)
-        padded = local.new_zeros((largest,) + tuple(local.shape[1:]))
-        padded[: local.size(0)] = local
-        gathered = local.new_empty((len(sizes) * largest,) + tuple(local.shape[1:]))
-        dist.all_gather_single(gathered, padded, group=group)
-        return torch.cat([block[:size] for block, size in zip(gathered.split(largest), sizes)])
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        sizes = ctx.sizes
-        largest = max(sizes)
-        padded = grad.new_zeros((len(sizes) * largest,) + tuple(grad.shape[1:]))
-        for block, part in zip(padded.split(largest), grad.split(list(sizes))):
-            block[: part.size(0)] = part
-        total = grad.new_empty((largest,) + tuple(grad.shape[1:]))
-        dist.reduce_scatter_single(total, padded, group=ctx.group)
-        return total[: sizes[dist.get_rank(ctx.group)]], None, None
-
-
 class _Shares:
     """The processes' contiguous shares of ``count`` rows."""
 
     def __init__(self, count: int, world_size: int, rank: int):
+        self.count = count
         self.bounds = [shard_bounds(count, r, world_size) for r in range(world_size)]
         self.sizes = [stop - start for start, stop in self.bounds]
         self.own = self.bounds[rank]
@@ -111,14 +74,59 @@ class _Shares:
         return rows[self.own[0] : self.own[1]]
 
 
-def gather_blocks(own: List[Tensor], shares: List[_Shares], group) -> List[Tensor]:
-    r"""Several row blocks gathered with one :class:`GatherRows`: ``own[i]``
-    is this process's share of block :math:`i` (its rows ``shares[i]``);
-    returns every block whole, ``[shares[i] count, C]``."""
-    per_rank = [list(sizes) for sizes in zip(*(share.sizes for share in shares))]  # [P][blocks]
-    gathered = GatherRows.apply(torch.cat(own), [sum(sizes) for sizes in per_rank], group)
-    parts = [part.split(sizes) for part, sizes in zip(gathered.split([sum(s) for s in per_rank]), per_rank)]
-    return [torch.cat([rank_parts[i] for rank_parts in parts]) for i in range(len(own))]
+class GatherRows(torch.autograd.Function):
+    r"""Whole row blocks from every process's shares of them, with one
+    collective. ``outputs`` lists the outputs as lists of blocks (a
+    :class:`_Shares` each); process :math:`p` gives its rows of every block,
+    output after output, block after block, as one tensor ``local``, and every
+    process gets each output as its blocks whole, one after the other. The
+    processes' parts are padded to the largest for one
+    :func:`torch.distributed.all_gather_single` (gloo and NCCL alike).
+    Backward is the matching :func:`torch.distributed.reduce_scatter_single`:
+    process :math:`p` receives, for each of its rows, the sum over all
+    processes of that row's gradients.
+
+    ``GatherRows.apply(local, outputs, group)`` returns a tuple with one tensor per output.
+
+    Shapes:
+        - **input:** ``local [sum of this process's shares, C]``
+        - **output:** one tensor ``[sum of its blocks' counts, C]`` per output
+    """
+
+    @staticmethod
+    def forward(ctx, local: Tensor, outputs: Sequence[Sequence[_Shares]], group):
+        world_size = len(outputs[0][0].sizes)
+        # (output, row in the output, process, row in the process's part, rows) of every piece
+        pieces, filled = [], [0] * world_size
+        for index, blocks in enumerate(outputs):
+            row = 0
+            for block in blocks:
+                for rank, size in enumerate(block.sizes):
+                    pieces.append((index, row + block.bounds[rank][0], rank, filled[rank], size))
+                    filled[rank] += size
+                row += block.count
+        largest = max(filled)
+        ctx.pieces, ctx.largest, ctx.group, ctx.own, ctx.world_size = pieces, largest, group, local.size(0), world_size
+        padded = local.new_zeros((largest,) + tuple(local.shape[1:]))
+        padded[: local.size(0)] = local
+        gathered = local.new_empty((world_size * largest,) + tuple(local.shape[1:]))
+        dist.all_gather_single(gathered, padded, group=group)
+        results = [local.new_empty((sum(b.count for b in blocks),) + tuple(local.shape[1:])) for blocks in outputs]
+        for index, row, rank, offset, size in pieces:
+            start = rank * largest + offset
+            results[index][row : row + size] = gathered[start : start + size]
+        return tuple(results)
+
+    @staticmethod
+    def backward(ctx, *grads: Tensor):
+        largest = ctx.largest
+        padded = grads[0].new_zeros((ctx.world_size * largest,) + tuple(grads[0].shape[1:]))
+        for index, row, rank, offset, size in ctx.pieces:
+            start = rank * largest + offset
+            padded[start : start + size] = grads[index][row : row + size]
+        total = grads[0].new_empty((largest,) + tuple(grads[0].shape[1:]))
+        dist.reduce_scatter_single(total, padded, group=ctx.group)
+        return total[: ctx.own], None, None
 
 
 class ShardedTwoViewEncoder(TwoViewEncoder):
@@ -207,27 +215,20 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
             for name, _, _, adj, _, _ in views:
                 if adj is None:
                     raise ValueError(f"'{self.__class__.__name__}' uses the {name} view but got no {name}_edge_index")
-            # every view's products W ⊗ H of this process's rows, gathered at once
-            products = [
-                view_conv.lin(torch.cat(own)).split([t.size(0) for t in own]) for _, view_conv, _, _, _, own in views
-            ]
-            gathered = gather_blocks(
-                [block for blocks in products for block in blocks],
-                [share for *_, shares, _ in views for share in shares],
-                self.group,
-            )
-            outputs: Dict[str, Tensor] = {}
-            for name, view_conv, norm, adj, shares, _ in views:
-                z = torch.cat(gathered[: len(shares)])
-                gathered = gathered[len(shares) :]
-                outputs[name] = self._view(k, name, conv, view_conv, norm, z, adj, shares)
+            # every view's products W ⊗ H of this process's rows, gathered at once: one tensor per view
+            own_products = [view_conv.lin(own[0] if len(own) == 1 else torch.cat(own)) for *_, own in views]
+            products = GatherRows.apply(torch.cat(own_products), [shares for *_, shares, _ in views], self.group)
+            outputs = {
+                name: self._view(k, name, conv, view_conv, norm, z, adj, shares)
+                for (name, view_conv, norm, adj, shares, _), z in zip(views, products)
+            }
             if "rf" in outputs:
                 x_rf, rel_own = outputs["rf"].split([x_own.size(0), rel_own.size(0)])
                 x_own = x_rf * outputs["ef"] if "ef" in outputs else x_rf  # Eqs. 5 and 7
-                x_full, rel = gather_blocks([x_own, rel_own], [entities, relations], self.group)
+                x_full, rel = GatherRows.apply(torch.cat([x_own, rel_own]), [[entities], [relations]], self.group)
             else:  # ablation 3: the relations unchanged
                 x_own = outputs["ef"]
-                (x_full,) = gather_blocks([x_own], [entities], self.group)
+                (x_full,) = GatherRows.apply(x_own, [[entities]], self.group)
             states.append((x_full, rel))
         return states
 

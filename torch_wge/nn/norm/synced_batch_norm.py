@@ -26,6 +26,26 @@ class AllReduceSum(torch.autograd.Function):
         return total, None
 
 
+class ChannelMoments(torch.autograd.Function):
+    r"""The per-channel sums :math:`\sum_b x_b` and :math:`\sum_b x_b^2` of
+    ``x [B, C]``, computed in float64, ``[2C]``. Backward keeps only
+    :math:`x` itself (which a batch norm keeps anyway), not its float64 copy
+    or its squares: :math:`\partial / \partial x_b = g_1 + 2 x_b g_2`.
+    ``ChannelMoments.apply(x)``."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        wide = x.to(torch.float64)
+        return torch.cat([wide.sum(0), (wide * wide).sum(0)])
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (x,) = ctx.saved_tensors
+        grad_sum, grad_squares = grad.chunk(2)
+        return (grad_sum + 2.0 * x.to(torch.float64) * grad_squares).to(x.dtype)
+
+
 class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
     r""":class:`~torch.nn.BatchNorm1d` over the union of the batches of all
     processes of ``process_group``, on any device.
@@ -102,8 +122,8 @@ class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
             return super().forward(input)
         if input.dim() != 2:
             raise ValueError(f"'{self.__class__.__name__}' expects input of shape [B, C], got {tuple(input.shape)}")
-        x = input.to(torch.float64)
-        local = torch.cat([x.sum(0), (x * x).sum(0), x.new_full((1,), input.size(0))])
+        count = input.new_full((1,), input.size(0), dtype=torch.float64)
+        local = torch.cat([ChannelMoments.apply(input), count])
         stats = AllReduceSum.apply(local, self.process_group or dist.group.WORLD)
         channels = self.num_features
         total_sum, total_squares, count = stats[:channels], stats[channels : 2 * channels], stats[-1]
