@@ -20,7 +20,9 @@ during the measured step minus the resident size just before it.
   outputs, after one such warm-up step) in each of ``--processes`` processes
   (gloo), ``--encoder replicated`` (every process the whole encoder) or
   ``sharded`` (:mod:`torch_wge.training.sharded_encoder`): "peak +MB" of
-  every process.
+  every process, and, exactly, the megabytes of the tensors autograd saved
+  for the backward pass (the activations, parameters not counted) and of
+  the layers' outputs, which the decoders read whole in every process.
 
 Example::
 
@@ -177,18 +179,32 @@ def _encoder_process(rank: int, path: str, processes: int, mode: str, port: int,
         if mode == "sharded":
             shard_encoder(model, dist.new_group())
 
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = {}
+
+    def keep(tensor):  # counts each storage autograd saves once
+        if tensor.layout == torch.strided and tensor.untyped_storage().data_ptr() not in parameters:
+            saved[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
     def step():
-        encoded = model.encode(**inputs)
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+            encoded = model.encode(**inputs)
+        outputs = sum(t.numel() * t.element_size() for t in encoded.entities[1:] + encoded.relations[1:])
         sum(x.sum() for x in encoded.entities + encoded.relations).backward()
         model.zero_grad(set_to_none=True)
+        return outputs
 
     step()  # warm-up: the normalised adjacencies (and a sharded encoder's rows of them) are kept
+    saved.clear()
     before = reset_peak_rss()
     tic = time.perf_counter()
-    step()
+    outputs = step()
     record = {
         "rank": rank,
         "peak_plus_mb": round(peak_rss_mb() - before),
+        "saved_mb": round(sum(saved.values()) / 2**20),
+        "layer_outputs_mb": round(outputs / 2**20),
         "seconds": round(time.perf_counter() - tic, 1),
     }
     with open(f"{out}/rank{rank}.json", "w") as file:
@@ -213,8 +229,7 @@ def measure_encoder(path: str, processes: int, mode: str) -> dict:
         "what": "encoder",
         "processes": processes,
         "encoder": mode if processes > 1 else "one process",
-        "peak_plus_mb": [r["peak_plus_mb"] for r in ranks],
-        "seconds": [r["seconds"] for r in ranks],
+        **{key: [r[key] for r in ranks] for key in ("peak_plus_mb", "saved_mb", "layer_outputs_mb", "seconds")},
     }
 
 

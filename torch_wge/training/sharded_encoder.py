@@ -216,7 +216,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                 if adj is None:
                     raise ValueError(f"'{self.__class__.__name__}' uses the {name} view but got no {name}_edge_index")
             # every view's products W ⊗ H of this process's rows, gathered at once: one tensor per view
-            own_products = [view_conv.lin(own[0] if len(own) == 1 else torch.cat(own)) for *_, own in views]
+            own_products = [conv_.lin(own[0] if len(own) == 1 else torch.cat(own)) for _, conv_, *_, own in views]
             products = GatherRows.apply(torch.cat(own_products), [shares for *_, shares, _ in views], self.group)
             outputs = {
                 name: self._view(k, name, conv, view_conv, norm, z, adj, shares)
