@@ -479,12 +479,17 @@ def test_channel_moments_and_their_gradient():
     from torch_wge.nn.norm.synced_batch_norm import ChannelMoments
 
     x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
-    assert torch.equal(ChannelMoments.apply(x), torch.cat([x.sum(0), (x * x).sum(0)]))
+    assert torch.allclose(ChannelMoments.apply(x), torch.cat([x.sum(0), (x * x).sum(0)]), rtol=1e-14, atol=0)
     assert torch.autograd.gradcheck(ChannelMoments.apply, (x,))
-    single = x.detach().float().requires_grad_()
-    assert ChannelMoments.apply(single).dtype == torch.float64  # sums of float32 rows in float64
-    ChannelMoments.apply(single).sum().backward()
-    assert single.grad.dtype == torch.float32 and torch.allclose(single.grad, 1 + 2 * single.detach())
+    # float32 rows accumulated in float64: 10^6 rows of 1 + 1e-4 sum to what float64 sums them to within
+    # 10^6 float64 roundings (1e-10), where float32 accumulation misses by 6e-7
+    rows = torch.full((1_000_000, 2), 1.0 + 1e-4).requires_grad_()
+    moments = ChannelMoments.apply(rows)
+    exact = rows.detach().double()
+    assert moments.dtype == torch.float64
+    assert torch.allclose(moments, torch.cat([exact.sum(0), (exact * exact).sum(0)]), rtol=1e-9, atol=0)
+    moments.sum().backward()
+    assert rows.grad.dtype == torch.float32 and torch.allclose(rows.grad, 1 + 2 * rows.detach())
 
 
 def test_convert_replaces_every_batch_norm_and_keeps_its_state():

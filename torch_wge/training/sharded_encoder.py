@@ -107,8 +107,11 @@ class GatherRows(torch.autograd.Function):
                 row += block.count
         largest = max(filled)
         ctx.pieces, ctx.largest, ctx.group, ctx.own, ctx.world_size = pieces, largest, group, local.size(0), world_size
-        padded = local.new_zeros((largest,) + tuple(local.shape[1:]))
-        padded[: local.size(0)] = local
+        # a part's padding rows are never read, so they are left as they come (here and backward)
+        padded = local.contiguous()
+        if local.size(0) < largest:
+            padded = local.new_empty((largest,) + tuple(local.shape[1:]))
+            padded[: local.size(0)] = local
         gathered = local.new_empty((world_size * largest,) + tuple(local.shape[1:]))
         dist.all_gather_single(gathered, padded, group=group)
         results = [local.new_empty((sum(b.count for b in blocks),) + tuple(local.shape[1:])) for blocks in outputs]
@@ -120,7 +123,7 @@ class GatherRows(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads: Tensor):
         largest = ctx.largest
-        padded = grads[0].new_zeros((ctx.world_size * largest,) + tuple(grads[0].shape[1:]))
+        padded = grads[0].new_empty((ctx.world_size * largest,) + tuple(grads[0].shape[1:]))
         for index, row, rank, offset, size in ctx.pieces:
             start = rank * largest + offset
             padded[start : start + size] = grads[index][row : row + size]

@@ -28,22 +28,22 @@ class AllReduceSum(torch.autograd.Function):
 
 class ChannelMoments(torch.autograd.Function):
     r"""The per-channel sums :math:`\sum_b x_b` and :math:`\sum_b x_b^2` of
-    ``x [B, C]``, computed in float64, ``[2C]``. Backward keeps only
-    :math:`x` itself (which a batch norm keeps anyway), not its float64 copy
-    or its squares: :math:`\partial / \partial x_b = g_1 + 2 x_b g_2`.
-    ``ChannelMoments.apply(x)``."""
+    ``x [B, C]``, accumulated in float64, ``[2C]``, without a float64 copy of
+    :math:`x`. Backward keeps only :math:`x` itself (which a batch norm keeps
+    anyway) and computes :math:`\partial / \partial x_b = g_1 + 2 x_b g_2`
+    in the dtype of :math:`x`. ``ChannelMoments.apply(x)``."""
 
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
-        wide = x.to(torch.float64)
-        return torch.cat([wide.sum(0), (wide * wide).sum(0)])
+        norms = torch.linalg.vector_norm(x, dim=0, dtype=torch.float64)
+        return torch.cat([x.sum(0, dtype=torch.float64), norms * norms])
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (x,) = ctx.saved_tensors
-        grad_sum, grad_squares = grad.chunk(2)
-        return (grad_sum + 2.0 * x.to(torch.float64) * grad_squares).to(x.dtype)
+        grad_sum, grad_squares = grad.to(x.dtype).chunk(2)
+        return torch.addcmul(grad_sum, x, grad_squares, value=2.0)
 
 
 class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
