@@ -174,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(train)
     train.add_argument("--out", default=None, help="output folder for checkpoints and logs (default: runs/<dataset>)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    train.add_argument(
+        "--tensorboard",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write TensorBoard curves and settings to <out>/tensorboard (default: on when the tensorboard package is installed)",
+    )
     add_force_reload(train)
     train.add_argument(
         "--backend",
@@ -262,6 +268,7 @@ def run_train(args) -> None:
     from torch_wge.training.distributed import DistributedContext
 
     out = Path(args.out or Path("runs") / Path(getattr(args, "dataset", TrainConfig.dataset)).name)
+    trackers = train_trackers(args.tensorboard, out)
     saved = None
     if args.resume and (out / "config.json").is_file():  # the run's own settings, unless given again
         saved = read_saved_config(out / "config.json")
@@ -273,10 +280,30 @@ def run_train(args) -> None:
     vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
     if context.is_main and not args.no_progress:
         print(f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)", file=sys.stderr)
-    trainer = Trainer(config, data, out, progress=not args.no_progress, backend=args.backend, vocabulary=vocabulary)
+    trainer = Trainer(
+        config,
+        data,
+        out,
+        progress=not args.no_progress,
+        backend=args.backend,
+        vocabulary=vocabulary,
+        trackers=trackers,
+    )
     result = trainer.fit(resume=args.resume)
     if context.is_main:
         print_final(result, out)
+
+
+def train_trackers(tensorboard: Optional[bool], out: Path) -> list:
+    """The trackers of ``train``: TensorBoard's in ``<out>/tensorboard`` when
+    ``tensorboard`` is :obj:`True`, or :obj:`None` and the package is installed."""
+    from torch_wge.training.trackers import TensorBoardTracker, tensorboard_available
+
+    if tensorboard is False or (tensorboard is None and not tensorboard_available()):
+        return []
+    if not tensorboard_available():
+        raise CliError("--tensorboard needs the tensorboard package: pip install 'torch_wge[tensorboard]'")
+    return [TensorBoardTracker(out / "tensorboard")]
 
 
 def print_final(result: dict, out: Path) -> None:

@@ -4,6 +4,7 @@ from torch_wge.training.data import graph_transform, load_data, open_dataset, sp
 from torch_wge.training.inference import evaluate_checkpoint, evaluate_model, load_trained, predict
 from torch_wge.training.model import build_model, resolve_device
 from torch_wge.training.queries import TrainingQueries, add_inverse_triples
+from torch_wge.training.trackers import TensorBoardTracker, Tracker
 from torch_wge.training.trainer import Trainer
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "TrainingQueries",
     "add_inverse_triples",
     "Trainer",
+    "Tracker",
+    "TensorBoardTracker",
     "build_model",
     "resolve_device",
     "evaluate_checkpoint",

@@ -4,7 +4,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from torch_geometric.data import Data
@@ -34,6 +34,7 @@ from torch_wge.training.model import build_model, check_memory
 from torch_wge.training.precision import PRECISIONS, float32_matmul_precision
 from torch_wge.training.queries import TrainingQueries
 from torch_wge.training.run_folder import RunLock, append_record, truncate_log
+from torch_wge.training.trackers import Tracker, report
 
 
 class TrainingError(RuntimeError):
@@ -111,6 +112,10 @@ class Trainer:
         vocabulary (str, optional): :func:`~torch_wge.training.checkpoint.vocabulary_digest`
             of the dataset, stored in the checkpoints so that evaluation on
             data numbered otherwise is refused. (default: :obj:`None`)
+        trackers (list of Tracker, optional): Where the main process also
+            reports the settings, every epoch and every validation (see
+            :mod:`torch_wge.training.trackers`), e.g. a
+            :class:`~torch_wge.training.trackers.TensorBoardTracker`. (default: none)
     """
 
     def __init__(
@@ -121,8 +126,10 @@ class Trainer:
         progress: bool = True,
         backend: Optional[str] = None,
         vocabulary: Optional[str] = None,
+        trackers: Sequence[Tracker] = (),
     ):
         config.validate()
+        self.trackers = list(trackers)
         self.config = config
         self.vocabulary = vocabulary
         self.out_dir = Path(out_dir)
@@ -361,6 +368,7 @@ class Trainer:
     def _log(self, record: Dict[str, Any]) -> None:
         if self.dist.is_main:
             append_record(self.out_dir / "log.jsonl", record)
+            report(self.trackers, record)
 
     # ------------------------------------------------------------------ fit
     def fit(self, resume: bool = False) -> Dict[str, Any]:
@@ -372,6 +380,8 @@ class Trainer:
         finally:
             if self._lock is not None:
                 self._lock.release()
+            for tracker in self.trackers if self.dist.is_main else ():
+                tracker.close()
 
     def _fit(self, resume: bool) -> Dict[str, Any]:
         start_time = time.perf_counter()
@@ -380,6 +390,8 @@ class Trainer:
         state = self.dist.on_main(lambda: self._open_run_folder(resume))
         if resume:
             self._restore(state, self.out_dir / "last.pt")
+        for tracker in self.trackers if self.dist.is_main else ():
+            tracker.start(self.config.to_dict(), self.epoch)
         cfg = self.config
         show = self.progress and self.dist.is_main
         if show:
