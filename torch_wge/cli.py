@@ -1,7 +1,7 @@
 """Command line: ``python -m torch_wge`` or ``torch-wge``.
 
-Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT``, ``stats`` and
-``plot RUN [RUN ...]``.
+Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT``, ``export RUN``,
+``stats`` and ``plot RUN [RUN ...]``.
 Every expected failure (a bad option, an unreadable, corrupt or unwritable
 file, a full disk, a failed download, a diverged run) prints one line naming
 the option or file and exits with 2; ``--debug`` shows the traceback instead.
@@ -212,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_override(predict)
     add_common(predict)
 
+    add_export_parser(commands)
+
     stats = commands.add_parser("stats", help="entities, relations, triples and graph-view sizes of a dataset")
     stats.add_argument("--dataset", default="codex-s", help=CONFIG_HELP["dataset"] + " (default: codex-s)")
     stats.add_argument("--root", default="data", help="dataset cache folder (default: data)")
@@ -238,6 +240,22 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--debug", action="store_true", help="show the traceback of an error")
     plot.set_defaults(threads=None)
     return parser
+
+
+def add_export_parser(commands) -> None:
+    export = commands.add_parser(
+        "export", help="entity and relation representations of a run's best checkpoint, with TSV files for projectors"
+    )
+    export.add_argument("run", metavar="RUN", help="a run folder (its best.pt) or a checkpoint file")
+    export.add_argument("--out", default=None, help="folder to write (default: RUN/embeddings)")
+    export.add_argument(
+        "--all-layers",
+        action="store_true",
+        help="every encoder layer's representations, not only the input embeddings (layer 0) and the last layer's",
+    )
+    export.add_argument("--format", choices=["npy", "pt"], default="npy", help="array files (default: npy)")
+    add_data_override(export)
+    add_common(export)
 
 
 def add_data_override(parser: argparse.ArgumentParser) -> None:
@@ -360,6 +378,22 @@ def run_predict(args) -> None:
         print(f"{rank:3d}. {row['entity']:<20} {row['score']:9.4f}{label}{known}")
 
 
+def run_export(args) -> None:
+    from torch_wge.training.export import export_embeddings
+
+    written = export_embeddings(
+        args.run,
+        args.out,
+        all_layers=args.all_layers,
+        format=args.format,
+        root=args.root,
+        device=args.device,
+        force_reload=args.force_reload,
+    )
+    folder = next(iter(written.values())).parent
+    print(f"{len(written)} files in {folder}: " + ", ".join(sorted(path.name for path in written.values())))
+
+
 def run_stats(args) -> None:
     from torch_wge.datasets import dataset_statistics
     from torch_wge.training import open_dataset
@@ -398,7 +432,14 @@ def run_plot(args) -> None:
     print(f"figure in {args.out}")
 
 
-COMMANDS = {"train": run_train, "evaluate": run_evaluate, "predict": run_predict, "stats": run_stats, "plot": run_plot}
+COMMANDS = {
+    "train": run_train,
+    "evaluate": run_evaluate,
+    "predict": run_predict,
+    "export": run_export,
+    "stats": run_stats,
+    "plot": run_plot,
+}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
