@@ -16,9 +16,7 @@ import typing
 from pathlib import Path
 from typing import Callable, List, Optional
 
-import torch
-
-from torch_wge import io
+from torch_wge import __version__
 from torch_wge.training.config import CHOICES, RECIPES, TrainConfig
 
 CONFIG_HELP = {
@@ -83,6 +81,8 @@ def one_line(error: BaseException) -> str:
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
+    import torch
+
     return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or (
         isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
     )
@@ -168,6 +168,7 @@ def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="torch-wge", description="WGE knowledge graph completion")
+    parser.add_argument("--version", action="version", version=f"torch-wge {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a model and evaluate its best checkpoint")
@@ -281,6 +282,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 # ---------------------------------------------------------------- commands
 def run_train(args) -> None:
+    import torch
+
     from torch_wge.training import Trainer, load_data
     from torch_wge.training.checkpoint import vocabulary_digest
     from torch_wge.training.distributed import DistributedContext
@@ -335,6 +338,7 @@ def print_final(result: dict, out: Path) -> None:
 
 
 def run_evaluate(args) -> None:
+    from torch_wge import io
     from torch_wge.training import evaluate_checkpoint
 
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
@@ -443,11 +447,11 @@ COMMANDS = {
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from torch_wge.training.threads import set_threads
-
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # --help ends here, before torch is imported
 
     def run() -> None:
+        from torch_wge.training.threads import set_threads
+
         set_threads(args.threads)
         COMMANDS[args.command](args)
 
