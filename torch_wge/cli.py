@@ -205,9 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     predict = commands.add_parser("predict", help="top-k answers of a (head, relation, ?) or (?, relation, tail) query")
     predict.add_argument("checkpoint", help="best.pt or last.pt of a training run")
     side = predict.add_mutually_exclusive_group(required=True)
-    side.add_argument("--head", help="identifier of the head entity: predict tails")
-    side.add_argument("--tail", help="identifier of the tail entity: predict heads")
-    predict.add_argument("--relation", required=True, help="identifier of the relation")
+    side.add_argument("--head", help="identifier or label of the head entity: predict tails")
+    side.add_argument("--tail", help="identifier or label of the tail entity: predict heads")
+    predict.add_argument("--relation", required=True, help="identifier or label of the relation")
     predict.add_argument("--top-k", type=positive_int, default=10, help="number of answers (default: 10)")
     predict.add_argument("--filter-known", action="store_true", help="leave out answers already known in the graph")
     add_data_override(predict)
@@ -360,10 +360,10 @@ def run_evaluate(args) -> None:
 
 
 def run_predict(args) -> None:
-    from torch_wge.training import predict
+    from torch_wge.training.inference import predict_query
 
     query_entity = args.head if args.head is not None else args.tail
-    rows = predict(
+    query, rows = predict_query(
         args.checkpoint,
         query_entity,
         args.relation,
@@ -375,7 +375,13 @@ def run_predict(args) -> None:
         force_reload=args.force_reload,
     )
     wanted = "tail" if args.head is not None else "head"
-    print(f"top {len(rows)} {wanted}s of ({args.head or '?'}, {args.relation}, {args.tail or '?'}):")
+    entity = labelled(query["entity"], query["entity_label"])
+    relation = labelled(query["relation"], query["relation_label"])
+    triple = f"({entity}, {relation}, ?)" if args.head is not None else f"(?, {relation}, {entity})"
+    print(
+        f"top {len(rows)} {wanted}s of {triple} by score, the model's logit for the triple "
+        f"(under the bce objective sigmoid(score) is its probability):"
+    )
     for rank, row in enumerate(rows, 1):
         label = f"  {row['label']}" if row["label"] else ""
         known = "  [known]" if row["known"] else ""
@@ -396,6 +402,11 @@ def run_export(args) -> None:
     )
     folder = next(iter(written.values())).parent
     print(f"{len(written)} files in {folder}: " + ", ".join(sorted(path.name for path in written.values())))
+
+
+def labelled(name, label: Optional[str]) -> str:
+    """An identifier with its label, ``Q42 "Douglas Adams"``, or alone when it has none."""
+    return f'{name} "{label}"' if label else str(name)
 
 
 def run_stats(args) -> None:

@@ -1,4 +1,5 @@
-"""torch-wge export: the files hold the checkpoint's own tensors, in the order of the dataset's names."""
+"""torch-wge export and predict on a run of a dataset with labels: the exported files hold the
+checkpoint's own tensors, in the order of the dataset's names; predict takes labels for identifiers."""
 
 from types import SimpleNamespace
 
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from torch_wge.cli import main
-from torch_wge.testing import random_kg
+from torch_wge.testing import random_kg, write_triples_folder
 from torch_wge.training import load_checkpoint, load_trained, open_dataset
 from torch_wge.training.export import load_embeddings, metadata_tsv
 from torch_wge.training.inference import graph_inputs_on
@@ -17,14 +18,12 @@ NUM_LAYERS = 2
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A run of 2 epochs with 2 encoder layers on a folder of triples with string identifiers."""
+    """A run of 2 epochs with 2 encoder layers on a folder of triples with labels
+    (entity e00i is "entity i", but e004 and e005 are both "twin"; P0, P1, P2 are "knows", "likes", "owns")."""
     tmp = tmp_path_factory.mktemp("export")
-    kg = tmp / "kg"
-    kg.mkdir()
-    data = random_kg(30, 3, 300, seed=7)
-    for split, mask in (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask)):
-        triples = zip(data.edge_index.t()[mask].tolist(), data.edge_type[mask].tolist())
-        (kg / f"{split}.txt").write_text("".join(f"e{h:03d}\tP{r}\te{t:03d}\n" for (h, t), r in triples))
+    entity_labels = {i: "twin" if i in (4, 5) else f"entity {i}" for i in range(30)}
+    relation_labels = {0: "knows", 1: "likes", 2: "owns"}
+    kg = write_triples_folder(random_kg(30, 3, 300, seed=7), tmp / "kg", entity_labels, relation_labels)
     root = str(tmp / "data")
     argv = ["train", "--dataset", str(kg), "--root", root, "--epochs", "2", "--channels", "8"]
     argv += ["--num-layers", str(NUM_LAYERS), "--out", str(tmp / "run"), "--no-progress", "--no-tensorboard"]
@@ -61,11 +60,13 @@ def test_export_writes_every_layer_equal_to_the_checkpoint(run, encoded, tmp_pat
         assert np.array_equal(np.loadtxt(tmp_path / f"entities_layer{k}.tsv", dtype=np.float32, ndmin=2), entities)
     assert not np.array_equal(encoded.entities[NUM_LAYERS].numpy(), encoded.entities[0].numpy())
     entity_lines = (tmp_path / "entities_metadata.tsv").read_text().splitlines()
-    assert entity_lines == list(dataset.entity_names)  # one column: no header
+    labels = ["twin" if n in ("e004", "e005") else f"entity {int(n[1:])}" for n in dataset.entity_names]
+    assert entity_lines == ["name\tlabel"] + [f"{n}\t{label}" for n, label in zip(dataset.entity_names, labels)]
     relation_lines = (tmp_path / "relations_metadata.tsv").read_text().splitlines()
     names = list(dataset.relation_names)
-    assert relation_lines == ["name\tlabel\tdirection"] + [f"{n}\t\tforward" for n in names] + [
-        f"{n}\t\tinverse" for n in names
+    labels = {"P0": "knows", "P1": "likes", "P2": "owns"}
+    assert relation_lines == ["name\tlabel\tdirection"] + [f"{n}\t{labels[n]}\tforward" for n in names] + [
+        f"{n}\t{labels[n]}\tinverse" for n in names
     ]
 
 
@@ -83,9 +84,11 @@ def test_load_embeddings_for_notebooks(run, encoded):
     arrays = load_embeddings(folder, device="cpu")
     assert torch.equal(arrays["relations_layer2"], encoded.relations[2])
     assert "entities_layer1" not in arrays
-    assert arrays["entity_names"] == list(dataset.entity_names) and arrays["entity_labels"] is None
+    assert arrays["entity_names"] == list(dataset.entity_names)
+    assert arrays["entity_labels"] == list(dataset.entity_labels)
     names = list(dataset.relation_names)
     assert arrays["relation_names"] == names + [f"{n} (inverse)" for n in names]
+    assert arrays["relation_labels"][dataset.relation_names.index("P1") + 3] == "likes (inverse)"
 
 
 def test_metadata_has_a_header_only_with_several_columns():
@@ -104,3 +107,26 @@ def test_export_refuses_a_run_without_best_checkpoint_and_an_output_file(run, tm
     assert main(["export", str(run[0]), "--out", str(tmp_path / "file"), "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "is a file, not a folder" in err
+
+
+def predict_lines(run, *argv):
+    return main(["predict", str(run[0] / "best.pt"), *argv, "--top-k", "4", "--device", "cpu"])
+
+
+def test_predict_takes_labels_and_prints_them(run, capsys):
+    assert predict_lines(run, "--head", "e007", "--relation", "P1") == 0
+    by_identifier = capsys.readouterr().out.splitlines()
+    assert predict_lines(run, "--head", "entity 7", "--relation", "likes") == 0
+    assert capsys.readouterr().out.splitlines() == by_identifier
+    assert by_identifier[0].startswith('top 4 tails of (e007 "entity 7", P1 "likes", ?) by score, the model\'s logit')
+    assert predict_lines(run, "--tail", "entity 7", "--relation", "owns") == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith('top 4 heads of (?, P2 "owns", e007 "entity 7") by score')
+
+
+def test_predict_refuses_a_label_of_several_entities(run, capsys):
+    assert predict_lines(run, "--head", "twin", "--relation", "P1") == 2
+    err = capsys.readouterr().err.strip()
+    assert "entity label 'twin' names 2 entities of" in err and err.endswith("(e004, e005, ...); give its identifier")
+    assert len(err.splitlines()) == 1
+    assert predict_lines(run, "--head", "e007", "--relation", "hates") == 2
+    assert "unknown relation 'hates': not among the 3 relations of" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import pytest
 import torch_geometric.transforms as T
 
 from torch_wge.cli import main
-from torch_wge.testing import random_kg
+from torch_wge.testing import random_kg, write_triples_folder
 from torch_wge.training import TrainConfig, Trainer
 from torch_wge.training import trainer as trainer_module
 from torch_wge.training.run_folder import read_log
@@ -182,19 +182,8 @@ def test_weight_averaging_logs_the_trained_weights_beside(data, tmp_path):
     assert scalars["valid/both.mrr"] == [(r["epoch"], pytest.approx(r["both.mrr"], rel=1e-6)) for r in valids]
 
 
-def write_kg_folder(folder):
-    data = random_kg(30, 3, 300, seed=7)
-    for split, mask in (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask)):
-        lines = [
-            f"e{h}\tP{r}\te{t}" for (h, t), r in zip(data.edge_index.t()[mask].tolist(), data.edge_type[mask].tolist())
-        ]
-        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
-
-
 def test_train_writes_tensorboard_unless_told_not_to(tmp_path):
-    kg = tmp_path / "kg"
-    kg.mkdir()
-    write_kg_folder(kg)
+    kg = write_triples_folder(random_kg(30, 3, 300, seed=7), tmp_path / "kg")
     common = ["train", "--dataset", str(kg), "--root", str(tmp_path / "data"), "--epochs", "2", "--channels", "8"]
     assert main([*common, "--out", str(tmp_path / "on"), "--no-progress"]) == 0
     scalars, _ = read_events(tmp_path / "on" / "tensorboard")

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the same names as _MODULE_
     from torch_wge.training.config import RECIPES, TrainConfig  # noqa: F401
     from torch_wge.training.data import graph_transform, load_data, open_dataset, split_triples  # noqa: F401
     from torch_wge.training.export import export_embeddings, load_embeddings  # noqa: F401
-    from torch_wge.training.inference import evaluate_checkpoint, evaluate_model, load_trained, predict  # noqa: F401
+    from torch_wge.training.inference import evaluate_checkpoint, evaluate_model, load_trained, predict, predict_query  # noqa: F401
     from torch_wge.training.model import build_model, resolve_device  # noqa: F401
     from torch_wge.training.queries import TrainingQueries, add_inverse_triples  # noqa: F401
     from torch_wge.training.trackers import TensorBoardTracker, Tracker  # noqa: F401
@@ -41,6 +41,7 @@ _MODULE_OF = {
     "evaluate_model": "inference",
     "load_trained": "inference",
     "predict": "inference",
+    "predict_query": "inference",
     "export_embeddings": "export",
     "load_embeddings": "export",
 }
