@@ -27,7 +27,7 @@ self CPU time) and stores their top rows in the record.
 
 Example::
 
-    python benchmarks/bench_kge_loop.py --dataset fb15k-237 --json benchmarks/records/kge-loop/fb15k-237.json
+    python benchmarks/bench_kge_loop.py --dataset fb15k-237 --json benchmarks/records/kge-loop/fb15k-237/lr0.01.json
 """
 
 import argparse

@@ -10,7 +10,7 @@ PyG's ``test()`` calls ``model(h, r, tails)`` for every test triple and every
 evaluation.
 
     python benchmarks/bench_pyg_test.py --baseline /path/to/previous/checkout \\
-        --json benchmarks/records/pyg-test/codex-s-COMMIT.json
+        --json benchmarks/records/pyg-test/codex-s/COMMIT.json
 """
 
 import argparse

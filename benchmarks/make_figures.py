@@ -3,13 +3,13 @@ and per-relation figures are :mod:`torch_wge.plot`'s (``torch-wge plot``), from 
 
     # validation MRR against epochs and against wall time, one line per run
     # (time to accuracy: the paper's recipe beside the fast one, on log axes)
-    python benchmarks/make_figures.py curves benchmarks/records/codex-s/wge benchmarks/records/fast/codex-s/wge --log-x --out benchmarks/figures/codex-s-time-to-accuracy.png
+    python benchmarks/make_figures.py curves benchmarks/records/codex-s/wge/paper-3000ep benchmarks/records/codex-s/wge/fast-500ep-seed0 --log-x --out benchmarks/figures/codex-s-time-to-accuracy.png
     python benchmarks/make_figures.py curves runs/codex-s-wge runs/reproduce/codex-s/quate --out benchmarks/figures/codex-s-curves.png
     # per-relation MRR, head and tail prediction, for the 10 most frequent relations (WGE beside QuatE);
     # (a run stopped early is first closed with `python benchmarks/reproduce.py ROW --finish`)
     python benchmarks/make_figures.py relations runs/codex-s-wge runs/reproduce/codex-s/quate --split valid --out benchmarks/figures/codex-s-relations.png
     # best validation MRR of each run against a setting (beta, channels)
-    python benchmarks/make_figures.py sensitivity benchmarks/records/short-60ep/codex-s/beta/* --setting beta --out benchmarks/figures/codex-s-beta.png
+    python benchmarks/make_figures.py sensitivity benchmarks/records/codex-s/wge/paper-60ep-lr2e-3-beta* --setting beta --out benchmarks/figures/codex-s-beta.png
 
 Run folders and the records ``benchmarks/reproduce.py`` keeps (``benchmarks/records/...``) both work.
 """
@@ -26,19 +26,34 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from torch_wge.plot import RelationTable, curves_figure, read_run, relations_figure, save_figure  # noqa: E402
 
+RECORDS = Path(__file__).resolve().parent / "records"
+
+
+def legend_label(run: Path):
+    """A record's legend label: its path under ``benchmarks/records``
+    (``codex-m/wge/large-80ep``: dataset, model, recipe, epochs and variant), short enough
+    for the legend to fit the figure; ``None`` (the run folder and its settings) for a run
+    folder elsewhere."""
+    try:
+        return run.resolve().relative_to(RECORDS).as_posix()
+    except ValueError:
+        return None
+
 
 def curves(runs, out, log_x=False):
     """Validation MRR against epochs and wall time (``torch-wge plot`` draws the loss too)."""
-    save_figure(curves_figure([read_run(run) for run in runs], curves=("mrr",), log_x=log_x), out)
+    logs = [read_run(run, legend_label(run)) for run in runs]
+    save_figure(curves_figure(logs, curves=("mrr",), log_x=log_x), out)
 
 
-def relations(runs, split, out):
+def relations(runs, split, out, root=None):
     """Head and tail MRR of the 10 most frequent training relations, from each record's
-    results.json (relations and their labels read from the dataset of the first run)."""
+    results.json (relations and their labels read from the dataset of the first run, under
+    ``root`` or else the root the run trained with)."""
     from torch_wge.training import open_dataset
 
     config = json.loads((runs[0] / "config.json").read_text())
-    dataset = open_dataset(config["dataset"], config["root"])
+    dataset = open_dataset(config["dataset"], root or config["root"])
     data = dataset[0]
     frequency = Counter(data.edge_type[data.train_mask].tolist())
     labels = getattr(dataset, "relation_labels", None) or [None] * len(dataset.relation_names)
@@ -46,7 +61,7 @@ def relations(runs, split, out):
     tables = []
     for run in runs:
         record = json.loads((run / "results.json").read_text())
-        label = f"{read_run(run).label}, epoch {record['best_epoch']:,}"
+        label = f"{read_run(run, legend_label(run)).label}, epoch {record['best_epoch']:,}"
         tables.append(RelationTable(label, names, record[split]["per_relation"]))
     save_figure(relations_figure(tables, relations=[r for r, _ in frequency.most_common(10)]), out)
 
@@ -69,7 +84,7 @@ def sensitivity(runs, setting, out):
     ax.set_title(f"{config['dataset']}, {results[0]['epochs_trained']} epochs at lr {config['lr']:g} each", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    save_figure(fig, out)
 
 
 def main():
@@ -79,13 +94,16 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--split", default="valid", choices=["valid", "test"])
     parser.add_argument("--setting", default="beta")
+    parser.add_argument(
+        "--root", help="relations: the datasets' root (<root>/<dataset>/raw; default: the first run's own root)"
+    )
     parser.add_argument("--log-x", action="store_true", help="curves: logarithmic epoch and time axes")
     args = parser.parse_args()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if args.kind == "curves":
         curves(args.runs, args.out, args.log_x)
     elif args.kind == "relations":
-        relations(args.runs, args.split, args.out)
+        relations(args.runs, args.split, args.out, args.root)
     else:
         sensitivity(args.runs, args.setting, args.out)
 

@@ -8,15 +8,17 @@ with ``--resume`` (``--time-limit`` counts the run's minutes over all its sessio
 resumed run needs a larger one). A run stopped before its planned epochs is closed with ``--finish``
 (its best checkpoint is evaluated on valid and test; nothing is trained). Every finished
 run's ``config.json``, ``log.jsonl`` and ``results.json`` are copied, with the command,
-commit and machine, to ``<records>/<row>`` (``benchmarks/records`` by default), which is
-what ``benchmarks/RESULTS.md`` and ``benchmarks/make_figures.py`` read.
+commit and machine, to ``<records>/<dataset>/<model>/<recipe>-<epochs>ep[-<variant>][-<row setting>]``
+(``benchmarks/records`` by default; see :func:`record_folder`), which is what
+``benchmarks/RESULTS.md``, ``benchmarks/make_figures.py`` and ``benchmarks/records_index.py`` read.
 
     python benchmarks/reproduce.py --list
     python benchmarks/reproduce.py codex-s/wge --epochs 3000
     python benchmarks/reproduce.py codex-s/ablation/gcn --epochs 200 --lr 2e-3
     python benchmarks/reproduce.py codex-s/beta/0.5 --epochs 200 --resume
     python benchmarks/reproduce.py codex-m/wge --finish   # close a run stopped early
-    python benchmarks/reproduce.py --table benchmarks/records/short-60ep/codex-s/beta/*   # markdown rows
+    python benchmarks/reproduce.py codex-s/wge --recipe fast --seed 1 --variant seed1
+    python benchmarks/reproduce.py --table benchmarks/records/codex-s/wge/paper-60ep-lr2e-3-beta*   # markdown rows
 
 Datasets are read from ``--root`` (``<root>/<dataset>/raw``) or downloaded there.
 """
@@ -85,6 +87,12 @@ def main():
         "--no-progress", action="store_true", help="no progress bar (validation lines are still printed)"
     )
     parser.add_argument("--records", default="benchmarks/records", help="where finished runs' JSON records are kept")
+    parser.add_argument(
+        "--variant",
+        default="",
+        help="how the run differs from its recipe beyond the row, in its record's folder name "
+        "(e.g. lr2e-3-seed1; the settings themselves are in the record's config.json)",
+    )
     args = parser.parse_args()
 
     if args.table:
@@ -96,6 +104,8 @@ def main():
         return
     if args.row not in ROWS:
         parser.error(f"unknown row {args.row!r}; see --list")
+    if "/" in args.variant:
+        parser.error(f"--variant {args.variant!r}: one folder name, without '/'")
     if args.threads:
         torch.set_num_threads(args.threads)
     out = Path(args.out) / args.row
@@ -125,7 +135,7 @@ def main():
             file=sys.stderr,
         )
     else:
-        keep_record(out, Path(args.records) / args.row)
+        keep_record(out, Path(args.records) / record_folder(args.row, config, args.variant))
     valid, test = result["valid"]["metrics"]["both"], result["test"]["metrics"]["both"]
     print(
         json.dumps(
@@ -160,6 +170,17 @@ def row_config(row: str, given: dict, saved: dict) -> TrainConfig:
     )
     config.validate()
     return config
+
+
+def record_folder(row: str, config: TrainConfig, variant: str = "") -> str:
+    """The record folder of a run of ``row``, by what it measures:
+    ``<dataset>/<model>/<recipe>-<epochs>ep[-<variant>][-<row setting>]``, the model ``wge`` or
+    ``quate`` and the row's setting its ablation (``gcn``) or sensitivity point (``beta0.5``,
+    ``channels512``); for example ``codex-s/wge/paper-60ep-lr2e-3-beta0.5``."""
+    dataset, *rest = row.split("/")
+    model = "quate" if config.num_layers == 0 else "wge"
+    setting = {"ablation": rest[-1], "beta": f"beta{rest[-1]}", "channels": f"channels{rest[-1]}"}.get(rest[0], "")
+    return "-".join(part for part in (f"{dataset}/{model}/{config.recipe}-{config.epochs}ep", variant, setting) if part)
 
 
 def markdown_table(records) -> str:

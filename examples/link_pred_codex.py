@@ -4,7 +4,7 @@ The knowledge graph is a PyG dataset, its two graph views are PyG transforms,
 and the model is embeddings, a two-view GNN encoder and one QuatE decoder per
 layer; training is an explicit loop of 1-N queries, evaluation ranks every
 entity for each test triple in both directions (filtered). Hyper-parameters
-come from a recipe (``--recipe``, see README "Training recipes"); any option
+come from a recipe (``--recipe``, see docs/recipes.md); any option
 given explicitly overrides it:
 
     python examples/link_pred_codex.py                     # CoDEx-S, the fast recipe: 500 epochs
@@ -12,7 +12,7 @@ given explicitly overrides it:
     python examples/link_pred_codex.py --epochs 50 --save runs/example.pt
 
 The raw files are downloaded to ``--root`` (default ``data``) unless already
-there (README "Without network access" says where to place them by hand). For runs with
+there (docs/data.md says where to place them by hand). For runs with
 checkpoints, ``--resume``, a time limit or several processes use
 ``torch-wge train``, the full trainer; it trains the same model the same way.
 """

@@ -45,3 +45,19 @@ def test_row_settings_then_saved_then_given_override(reproduce):
 def test_dataset_other_than_the_rows_is_refused(reproduce):
     with pytest.raises(ValueError, match="--dataset codex-m is not the dataset of row codex-s/wge"):
         reproduce.row_config("codex-s/wge", given={"dataset": "codex-m"}, saved={})
+
+
+@pytest.mark.parametrize(
+    "row, given, variant, folder",
+    [
+        ("codex-s/wge", {}, "", "codex-s/wge/paper-3000ep"),
+        ("litwd1k/quate", {"recipe": "fast", "seed": 1}, "seed1", "litwd1k/quate/fast-500ep-seed1"),
+        ("fb15k-237/wge", {"recipe": "large", "epochs": 150}, "", "fb15k-237/wge/large-150ep"),
+        ("codex-s/beta/0.5", {"epochs": 60, "lr": 2e-3}, "lr2e-3", "codex-s/wge/paper-60ep-lr2e-3-beta0.5"),
+        ("codex-s/channels/512", {"epochs": 60}, "", "codex-s/wge/paper-60ep-channels512"),
+        ("codex-s/ablation/gcn", {"epochs": 60}, "lr2e-3", "codex-s/wge/paper-60ep-lr2e-3-gcn"),
+    ],
+)
+def test_record_folder_names_dataset_model_recipe_epochs_and_variant(reproduce, row, given, variant, folder):
+    config = reproduce.row_config(row, given=given, saved={})
+    assert reproduce.record_folder(row, config, variant) == folder

@@ -348,9 +348,7 @@ def run_evaluate(args) -> None:
     results, dataset = evaluate_checkpoint(
         args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
     )
-    names = dataset.relation_names
-    labels = getattr(dataset, "relation_labels", None) or [None] * len(names)
-    labelled = [f"{name} ({label})" if label else name for name, label in zip(names, labels)]
+    labelled = dataset.labelled_relation_names
     print(results.format(per_relation=args.per_relation, relation_names=labelled))
     if args.json:
         io.write_json(

@@ -322,6 +322,7 @@ def test_ids_first_appearance_and_opaque_names(write_folder):
     assert data.val_mask.tolist() == [False, False, False, True, False]
     assert data.test_mask.tolist() == [False, False, False, False, True]
     assert dataset.entity_labels is None and dataset.relation_labels is None
+    assert dataset.labelled_relation_names == ["P01", "P1", "P9"]  # no labels: the identifiers
     assert str(dataset) == f"TriplesFolder({str(folder)!r})"
 
 
@@ -420,3 +421,4 @@ def test_folder_labels(write_folder):
     dataset = TriplesFolder(str(folder), log=False)
     assert dataset.entity_labels == ["Alpha", "Beta"]
     assert dataset.relation_labels == ["rel r"]
+    assert dataset.labelled_relation_names == ["r (rel r)"]

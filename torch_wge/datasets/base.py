@@ -269,6 +269,14 @@ class KnowledgeGraphDataset(InMemoryDataset):
         #: Triples dropped while processing, per split and reason.
         self.num_dropped: Dict[str, int] = meta["num_dropped"]
 
+    @property
+    def labelled_relation_names(self) -> List[str]:
+        r"""Each relation's identifier followed by its label in parentheses where
+        it has one (``"P1412 (languages spoken, written or signed)"``), else the
+        identifier alone: the names ``torch-wge evaluate --per-relation`` prints."""
+        labels = self.relation_labels or [None] * len(self.relation_names)
+        return [f"{name} ({label})" if label else name for name, label in zip(self.relation_names, labels)]
+
     # Layout ----------------------------------------------------------------
     @property
     def raw_dir(self) -> str:

@@ -110,10 +110,12 @@ class CoDEx(KnowledgeGraphDataset):
 
     @property
     def urls(self) -> Dict[str, str]:  # type: ignore[override]
+        """Raw file name -> URL of this graph's three split files."""
         return {f: CODEX_URL.format(name=self.name, file=f) for f in SPLIT_FILES}
 
     @property
     def md5(self) -> Dict[str, str]:  # type: ignore[override]
+        """Raw file name -> md5 hex digest (files missing here are not checked)."""
         return {**CODEX_MD5[self.name], "relations.en.json": CODEX_RELATIONS_MD5}
 
     label_urls = {

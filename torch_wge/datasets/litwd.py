@@ -105,10 +105,12 @@ class LitWD(KnowledgeGraphDataset):
 
     @property
     def urls(self) -> Dict[str, str]:  # type: ignore[override]
+        """Raw file name -> URL of this graph's three split files."""
         return {f: LITWD_URL.format(size=self.name.upper(), file=f) for f in SPLIT_FILES}
 
     @property
     def md5(self) -> Dict[str, str]:  # type: ignore[override]
+        """Raw file name -> md5 hex digest (files missing here are not checked)."""
         return LITWD_MD5[self.name]
 
     label_urls = {
