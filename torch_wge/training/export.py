@@ -61,7 +61,8 @@ def load_embeddings(
         ``relation_names`` and ``relation_labels`` (``2R``, the inverse
         relation's name being its relation's with ``" (inverse)"``).
     """
-    model, config, dataset, data = load_trained(best_checkpoint(run), root, device, force_reload=force_reload)
+    model, _, dataset, data = load_trained(best_checkpoint(run), root, device, force_reload=force_reload)
+    assert dataset is not None  # the run's own dataset, read from the checkpoint's settings
     encoded = model.encode(**graph_inputs_on(model, data))
     last = len(encoded.entities) - 1
     layers = range(last + 1) if all_layers else sorted({0, last})

@@ -112,8 +112,10 @@ class TensorBoardTracker:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._wait_for_later_file_name()
         self.writer = SummaryWriter(str(self.log_dir), purge_step=epoch + 1)
+        file_writer = self.writer.file_writer  # made by SummaryWriter's constructor
+        assert file_writer is not None
         for summary in hparams(hparam_values(settings), {tag: 0.0 for tag in HPARAM_METRICS}):
-            self.writer.file_writer.add_summary(summary, epoch + 1)
+            file_writer.add_summary(summary, epoch + 1)
         self.writer.flush()
 
     def _wait_for_later_file_name(self) -> None:
