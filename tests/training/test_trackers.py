@@ -17,6 +17,7 @@ from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransfor
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 plugin_data_pb2 = pytest.importorskip("tensorboard.plugins.hparams.plugin_data_pb2")
+EventFileLoader = pytest.importorskip("tensorboard.backend.event_processing.event_file_loader").EventFileLoader
 
 CONFIG = dict(recipe="paper", dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2, seed=3)
 
@@ -120,6 +121,9 @@ def test_a_kill_between_the_log_and_the_checkpoint_leaves_no_duplicate_step(data
     fit(data, tmp_path, resume=True)
     after = assert_events_match_log(tmp_path)
     assert [step for step, _ in after["train/loss"]] == [1, 2, 3]
+    files = sorted((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    tags = [value.tag for path in files for event in EventFileLoader(str(path)).Load() for value in event.summary.value]
+    assert tags.count("_hparams_/session_start_info") == 1  # the settings the run started with, once
     assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 2  # one per session
 
 

@@ -86,14 +86,17 @@ class TensorBoardTracker:
       ``valid/head.hits@10``, ...), and ``valid_trained_weights/{side}.{metric}``
       with weight averaging.
 
-    The settings go to TensorBoard's hyper-parameter table (the HParams
-    tab), beside the validation metrics :data:`HPARAM_METRICS`, at the first
-    step each session writes. A session that resumes after epoch :math:`e`
+    The settings a run starts with go to TensorBoard's hyper-parameter
+    table (the HParams tab), beside the validation metrics
+    :data:`HPARAM_METRICS`, at step 1. A session that resumes after epoch :math:`e`
     writes a new event file that starts by purging the steps after
     :math:`e` (``SummaryWriter(purge_step=e + 1)``), so that TensorBoard
     hides the events of epochs a killed session never checkpointed; the
     figures are flushed after every epoch and validation, so a kill loses
-    none of a checkpointed epoch.
+    none of a checkpointed epoch. ``log_dir`` is the run's own: TensorBoard
+    takes a run's settings from the first event file that has them, so a
+    new run in a folder that holds the event files of another shows that
+    one's settings.
 
     Args:
         log_dir (str or Path): Folder of the event files, one TensorBoard run
@@ -112,10 +115,11 @@ class TensorBoardTracker:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._wait_for_later_file_name()
         self.writer = SummaryWriter(str(self.log_dir), purge_step=epoch + 1)
-        file_writer = self.writer.file_writer  # made by SummaryWriter's constructor
-        assert file_writer is not None
-        for summary in hparams(hparam_values(settings), {tag: 0.0 for tag in HPARAM_METRICS}):
-            file_writer.add_summary(summary, epoch + 1)
+        if epoch == 0:  # a new run; a resumed one keeps the settings it started with
+            file_writer = self.writer.file_writer  # made by SummaryWriter's constructor
+            assert file_writer is not None
+            for summary in hparams(hparam_values(settings), {tag: 0.0 for tag in HPARAM_METRICS}):
+                file_writer.add_summary(summary, 1)
         self.writer.flush()
 
     def _wait_for_later_file_name(self) -> None:
