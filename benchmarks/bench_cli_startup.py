@@ -9,7 +9,7 @@ longer than a user's, and only the minimum is a fair figure.
 
 Example::
 
-    python benchmarks/bench_cli_startup.py --repeat 7 --json benchmarks/records/cli-startup.json
+    python benchmarks/bench_cli_startup.py --repeat 7 --json benchmarks/records/cli-startup/<commit>.json
 """
 
 import argparse
