@@ -5,7 +5,7 @@ sizes: 77,951 entities, 69 relations, 551,193 train, 30,622 valid and
 30,622 test triples (random_kg moves the few evaluation triples whose
 entities never occur in training to train). ``prepare`` builds it and its
 graph views once; every measurement then runs in a fresh subprocess that
-loads them, builds WGE (256 channels, K = 2), resets the peak resident set
+loads them, builds WGE (64 quaternions, K = 2), resets the peak resident set
 size (``/proc/self/clear_refs``, Linux) and reports "peak +MB": the peak
 during the measured step minus the resident size just before it.
 
@@ -74,7 +74,7 @@ def _model(data):
     from torch_wge.nn import WGE
 
     torch.manual_seed(0)
-    model = WGE(int(data.num_nodes), int(data.num_relations), channels=256, num_layers=2)
+    model = WGE(int(data.num_nodes), int(data.num_relations), hidden_channels=64, num_layers=2)
     return model, model.graph_inputs(data)
 
 

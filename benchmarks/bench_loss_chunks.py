@@ -1,6 +1,6 @@
 """Training-epoch time with cache-sized against GPU-sized chunks of the fused loss.
 
-On a GPU each chunk of :func:`~torch_wge.nn.kge.loss.one_to_n_loss` costs a few
+On a GPU each chunk of :func:`~torch_wge.nn.decoders.loss.one_to_n_loss` costs a few
 dozen kernel launches whatever its size, so the loss scores a batch in chunks of
 ``GPU_CHUNK_ELEMENTS`` there instead of the CPU's cache-sized ``CHUNK_ELEMENTS``.
 This times one training epoch with each, alternating, after a warm-up epoch::
@@ -13,7 +13,7 @@ import tempfile
 
 from bench_speed import Clock
 
-import torch_wge.nn.kge.loss as loss_module
+import torch_wge.nn.decoders.loss as loss_module
 from torch_wge.training import TrainConfig, Trainer, load_data
 
 

@@ -4,7 +4,7 @@ with PyKEEN's QuatE and a naive WGE, against the matmul floor of the machine.
 Configurations, each measured in its own subprocess (so that peak memory
 figures do not mix):
 
-- ``wge``: torch_wge WGE with the paper's settings (256 channels, K = 2,
+- ``wge``: torch_wge WGE with the paper's settings (64 quaternions, K = 2,
   batch 1024, beta = 0.2), trained with :class:`torch_wge.training.Trainer`;
 - ``quate``: the same with ``num_layers=0`` (plain QuatE, 1-N);
 - ``naive``: the deliberately naive WGE of ``naive_wge.py`` (dense
@@ -143,7 +143,7 @@ def load(args):
         device=args.device,
         num_layers=args.layers,
         batch_size=args.batch_size,
-        channels=args.channels,
+        hidden_channels=args.hidden_channels,
         eval_batch_size=args.eval_batch_size,
         # named only when not the default, so that a baseline from before the option still runs
         **({"precision": args.precision} if args.precision != "float32" else {}),
@@ -186,7 +186,13 @@ def worker_matmul(args) -> Dict[str, Any]:
     torch = setup_torch(args)
     clock = Clock(args.device)
     dev = args.device
-    n, c, b, r2, k1 = args.num_entities, args.channels, args.batch_size, 2 * args.num_relations, args.layers + 1
+    n, c, b, r2, k1 = (
+        args.num_entities,
+        4 * args.hidden_channels,
+        args.batch_size,
+        2 * args.num_relations,
+        args.layers + 1,
+    )
 
     def seconds(fn, flops: float) -> float:
         reps = max(3, min(50, int(2e10 / flops)))
@@ -363,7 +369,7 @@ def worker_naive(args) -> Dict[str, Any]:
         num_relations,
         data.ef_edge_index,
         data.rf_edge_index,
-        channels=args.channels,
+        channels=4 * args.hidden_channels,  # the naive model counts real numbers
         num_layers=args.layers,
     ).to(args.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -438,7 +444,7 @@ def worker_pykeen(args) -> Dict[str, Any]:
     factory = CoreTriplesFactory.create(train, num_entities, num_relations, create_inverse_triples=True)
     model = QuatE(
         triples_factory=factory,
-        embedding_dim=args.channels // 4,  # PyKEEN counts quaternions: stored as (dim, 4)
+        embedding_dim=args.hidden_channels,  # PyKEEN counts quaternions too: stored as (dim, 4)
         loss="bcewithlogits",
         entity_regularizer=None,  # torch_wge's QuatE has no regulariser
         relation_regularizer=None,
@@ -599,8 +605,8 @@ def run_worker(
         str(args.batch_size),
         "--eval-batch-size",
         str(args.eval_batch_size),
-        "--channels",
-        str(args.channels),
+        "--hidden-channels",
+        str(args.hidden_channels),
         "--precision",
         args.precision,
         "--layers",
@@ -713,7 +719,7 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--eval-batch-size", type=int, default=1024)
-    parser.add_argument("--channels", type=int, default=256)
+    parser.add_argument("--hidden-channels", type=int, default=64, help="quaternions per embedding")
     parser.add_argument(
         "--precision", default="float32", help="TrainConfig.precision of torch_wge: float32, tf32 or bf16"
     )
@@ -847,7 +853,7 @@ def main() -> None:
             )
 
     # ------------------------------------------------------------ analysis
-    c, k = args.channels, args.layers
+    c, k = 4 * args.hidden_channels, args.layers
     eval_q = {s: 2 * splits[s] for s in ("valid", "test")}
     flops = {
         "wge": flop_counts(n, r, c, k, queries, batches, eval_q["test"]),

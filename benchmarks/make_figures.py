@@ -8,7 +8,7 @@ and per-relation figures are :mod:`torch_wge.plot`'s (``torch-wge plot``), from 
     # per-relation MRR, head and tail prediction, for the 10 most frequent relations (WGE beside QuatE);
     # (a run stopped early is first closed with `python benchmarks/reproduce.py ROW --finish`)
     python benchmarks/make_figures.py relations runs/codex-s-wge runs/reproduce/codex-s/quate --split valid --out benchmarks/figures/codex-s-relations.png
-    # best validation MRR of each run against a setting (beta, channels)
+    # best validation MRR of each run against a setting (beta, hidden_channels)
     python benchmarks/make_figures.py sensitivity benchmarks/records/codex-s/wge/paper-60ep-lr2e-3-beta* --setting beta --out benchmarks/figures/codex-s-beta.png
 
 Run folders and the records ``benchmarks/reproduce.py`` keeps (``benchmarks/records/...``) both work.
@@ -76,7 +76,7 @@ def sensitivity(runs, setting, out):
     ax.plot(
         [r["config"][setting] for r in results], [r["valid"]["metrics"]["both"]["mrr"] for r in results], marker="o"
     )
-    if setting == "channels":
+    if setting in ("hidden_channels", "channels"):  # sizes double from point to point; "channels": older records
         ax.set_xscale("log", base=2)
         ax.set_xticks([r["config"][setting] for r in results], [str(r["config"][setting]) for r in results])
     ax.set_xlabel(setting)

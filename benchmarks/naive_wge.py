@@ -90,18 +90,23 @@ class _Decoder(torch.nn.Module):
         self.batch_norm = torch.nn.BatchNorm1d(channels)
 
 
+class _ViewConv(torch.nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.lin = NaiveQuaternionWeight(channels)
+        self.bias = torch.nn.Parameter(torch.zeros(channels))
+
+
 class _Layer(torch.nn.Module):
     def __init__(self, channels: int):
         super().__init__()
-        self.ef_lin, self.ef_norm = NaiveQuaternionWeight(channels), torch.nn.BatchNorm1d(channels)
-        self.rf_lin, self.rf_norm = NaiveQuaternionWeight(channels), torch.nn.BatchNorm1d(channels)
-        self.ef_bias = torch.nn.Parameter(torch.zeros(channels))
-        self.rf_bias = torch.nn.Parameter(torch.zeros(channels))
+        self.entity_conv, self.entity_norm = _ViewConv(channels), torch.nn.BatchNorm1d(channels)
+        self.relation_conv, self.relation_norm = _ViewConv(channels), torch.nn.BatchNorm1d(channels)
 
-    def view(self, view: str, h: Tensor, adj: Tensor) -> Tensor:
+    @staticmethod
+    def view(conv: _ViewConv, norm: torch.nn.BatchNorm1d, h: Tensor, adj: Tensor) -> Tensor:
         """tanh(BN(A_norm @ (h @ M(W)) + b)) of one view, with the dense normalised adjacency A_norm."""
-        lin, bias, norm = (getattr(self, f"{view}_{part}") for part in ("lin", "bias", "norm"))
-        return torch.tanh(norm(adj @ (h @ lin.matrix()) + bias))
+        return torch.tanh(norm(adj @ (h @ conv.lin.matrix()) + conv.bias))
 
 
 class _Encoder(torch.nn.Module):
@@ -147,8 +152,8 @@ class NaiveWGE(torch.nn.Module):
         x, rel = self.entity_embedding.weight, self.relation_embedding.weight
         states = [(x, rel)]
         for layer in self.encoder.convs:
-            xr = layer.view("rf", torch.cat([x, rel], dim=0), self.rf_adj)
-            xe = layer.view("ef", x, self.ef_adj)
+            xr = layer.view(layer.relation_conv, layer.relation_norm, torch.cat([x, rel], dim=0), self.rf_adj)
+            xe = layer.view(layer.entity_conv, layer.entity_norm, x, self.ef_adj)
             x, rel = xe * xr[: self.num_entities], xr[self.num_entities :]
             states.append((x, rel))
         return states
@@ -251,9 +256,7 @@ def _check() -> None:
     from torch_wge.evaluation import LinkPredictionEvaluator
     from torch_wge.nn import WGE
     from torch_wge.testing import random_kg
-    from torch_wge.training import TrainConfig
-    from torch_wge.training.data import graph_transform, split_triples
-    from torch_wge.training.queries import TrainingQueries
+    from torch_wge.training import TrainConfig, TrainingQueries, graph_transform, split_triples
 
     torch.manual_seed(0)
     torch.set_default_dtype(torch.float64)  # dense adjacencies built in float64 too
@@ -271,7 +274,7 @@ def _check() -> None:
     targets[positives[0], positives[1]] = 1.0
     inputs = ref.graph_inputs(data)
     ref.train(), naive.train()
-    ref_loss = ref.loss(ref.encode(**inputs), heads, relations, positives)
+    ref_loss = ref.query_loss(ref.encode(**inputs), heads, relations, positives)
     naive_loss = naive.loss(naive.encode(), heads, relations, targets)
     print(f"training loss: torch_wge {ref_loss.item():.10f}  naive {naive_loss.item():.10f}")
     assert torch.allclose(ref_loss, naive_loss, rtol=1e-9), "losses differ"

@@ -58,7 +58,7 @@ ROWS = {
     "codex-s/ablation/with-relation-edges": dict(relation_edges=True),
     # Figure 2: sensitivity to beta and to the embedding size (CoDEx-S validation)
     **{f"codex-s/beta/{b / 10:.1f}": dict(beta=b / 10) for b in range(1, 10)},
-    **{f"codex-s/channels/{c}": dict(channels=c) for c in (32, 64, 128, 256, 512, 1024)},
+    **{f"codex-s/hidden-channels/{h}": dict(hidden_channels=h) for h in (8, 16, 32, 64, 128, 256)},
 }
 
 
@@ -176,10 +176,11 @@ def record_folder(row: str, config: TrainConfig, variant: str = "") -> str:
     """The record folder of a run of ``row``, by what it measures:
     ``<dataset>/<model>/<recipe>-<epochs>ep[-<variant>][-<row setting>]``, the model ``wge`` or
     ``quate`` and the row's setting its ablation (``gcn``) or sensitivity point (``beta0.5``,
-    ``channels512``); for example ``codex-s/wge/paper-60ep-lr2e-3-beta0.5``."""
+    ``hidden-channels128``); for example ``codex-s/wge/paper-60ep-lr2e-3-beta0.5``."""
     dataset, *rest = row.split("/")
     model = "quate" if config.num_layers == 0 else "wge"
-    setting = {"ablation": rest[-1], "beta": f"beta{rest[-1]}", "channels": f"channels{rest[-1]}"}.get(rest[0], "")
+    settings = {"ablation": rest[-1], "beta": f"beta{rest[-1]}", "hidden-channels": f"hidden-channels{rest[-1]}"}
+    setting = settings.get(rest[0], "")
     return "-".join(part for part in (f"{dataset}/{model}/{config.recipe}-{config.epochs}ep", variant, setting) if part)
 
 

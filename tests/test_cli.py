@@ -51,8 +51,8 @@ def trained(kg_folder, tmp_path_factory):
             "4",
             "--eval-every",
             "2",
-            "--channels",
-            "8",
+            "--hidden-channels",
+            "2",
             "--batch-size",
             "16",
             "--out",
@@ -66,7 +66,7 @@ def trained(kg_folder, tmp_path_factory):
 
 def test_train_writes_results(trained, capsys):
     results = json.loads((trained / "results.json").read_text())
-    assert results["epochs_trained"] == 4 and results["config"]["channels"] == 8
+    assert results["epochs_trained"] == 4 and results["config"]["hidden_channels"] == 2
     metrics = results["test"]["metrics"]
     # both directions of every test triple: the overall MRR is the mean of the head and tail sides
     assert metrics["both"]["mrr"] == pytest.approx((metrics["head"]["mrr"] + metrics["tail"]["mrr"]) / 2)
@@ -104,7 +104,7 @@ def test_predict_lists_top_k(trained, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["train", "--channels", "6"], "channels must be a positive multiple of 4"),
+        (["train", "--hidden-channels", "0"], "hidden channels must be positive, got 0"),
         (["train", "--beta", "1.5"], "beta must be in [0, 1]"),
         (["train", "--dataset", "no-such-dataset"], "unknown dataset"),
         (["stats", "--dataset", "no-such-dataset"], "unknown dataset"),
@@ -129,7 +129,7 @@ def test_stats_on_a_folder(kg_folder, capsys):
     assert stats["entities"] == 30 and stats["relations"] == 3
 
 
-TRAIN = ["train", "--epochs", "4", "--eval-every", "2", "--channels", "8", "--batch-size", "16", "--no-progress"]
+TRAIN = ["train", "--epochs", "4", "--eval-every", "2", "--hidden-channels", "2", "--batch-size", "16", "--no-progress"]
 RESUME = TRAIN + ["--dataset", "{kg}", "--out", "{run}", "--resume"]
 
 
@@ -231,7 +231,11 @@ BAD_INPUTS = {
     "threads -1": (TRAIN + ["--dataset", "{kg}", "--threads", "-1"], None, ["--threads"]),
     "device foo": (TRAIN + ["--dataset", "{kg}", "--device", "foo"], None, ["device", "foo"]),
     "device cuda without cuda": (TRAIN + ["--dataset", "{kg}", "--device", "cuda"], None, ["cuda", "not available"]),
-    "channels 1e9": (TRAIN + ["--dataset", "{kg}", "--channels", "1000000000"], None, ["channels 1000000000", "GiB"]),
+    "hidden channels 1e9": (
+        TRAIN + ["--dataset", "{kg}", "--hidden-channels", "1000000000"],
+        None,
+        ["hidden_channels 1000000000", "GiB"],
+    ),
     "out is a file": (TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/file"], write_file("file", b"x"), ["{tmp}/file"]),
     "out inside a file": (
         TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/file/run"],
@@ -280,13 +284,30 @@ BAD_INPUTS = {
         make_fifo,
         ["{tmp}/fifo", "not a regular file"],
     ),
-    "config.json channels 'abc'": (RESUME, edit_config("channels", "abc"), ["{run}/config.json", "'channels'"]),
-    "config.json channels 8.0": (RESUME, edit_config("channels", 8.0), ["{run}/config.json", "'channels'"]),
+    "config.json hidden_channels 'abc'": (
+        RESUME,
+        edit_config("hidden_channels", "abc"),
+        ["{run}/config.json", "'hidden_channels'"],
+    ),
+    "config.json hidden_channels 8.0": (
+        RESUME,
+        edit_config("hidden_channels", 8.0),
+        ["{run}/config.json", "'hidden_channels'"],
+    ),
+    "config.json unknown key": (
+        RESUME,
+        edit_config("channels", 8),
+        ["{run}/config.json", "unknown setting(s) 'channels'"],
+    ),
     "config.json dataset 5": (RESUME, edit_config("dataset", 5), ["{run}/config.json", "'dataset'"]),
     "config.json seed '0'": (RESUME, edit_config("seed", "0"), ["{run}/config.json", "'seed'"]),
     "config.json lr '0.1'": (RESUME, edit_config("lr", "0.1"), ["{run}/config.json", "'lr'"]),
     "config.json beta [0.2]": (RESUME, edit_config("beta", [0.2]), ["{run}/config.json", "'beta'"]),
-    "config.json channels 6": (RESUME, edit_config("channels", 6), ["{run}/config.json", "channels"]),
+    "config.json hidden_channels 0": (
+        RESUME,
+        edit_config("hidden_channels", 0),
+        ["{run}/config.json", "hidden channels must be positive"],
+    ),
     "config.json a list": (RESUME, write_file("run/config.json", b"[1, 2]"), ["{run}/config.json", "JSON object"]),
     "last.pt damaged rng": (
         RESUME,
@@ -321,14 +342,14 @@ BAD_INPUTS = {
     ),
     "last.pt cut in half": (RESUME, cut_in_half("last.pt"), ["{run}/last.pt"]),
     "best.pt cut in half": (["evaluate", "{run}/best.pt"], cut_in_half("best.pt"), ["{run}/best.pt"]),
-    "best.pt config channels 'abc'": (
+    "best.pt config hidden_channels 'abc'": (
         ["evaluate", "{run}/best.pt"],
-        edit_checkpoint("best.pt", lambda s: s["config"].update(channels="abc")),
-        ["{run}/best.pt", "'channels'"],
+        edit_checkpoint("best.pt", lambda s: s["config"].update(hidden_channels="abc")),
+        ["{run}/best.pt", "'hidden_channels'"],
     ),
-    "best.pt other channels": (
+    "best.pt other hidden_channels": (
         ["evaluate", "{run}/best.pt"],
-        edit_checkpoint("best.pt", lambda s: s["config"].update(channels=16)),
+        edit_checkpoint("best.pt", lambda s: s["config"].update(hidden_channels=4)),
         ["{run}/best.pt", "model", "size mismatch"],
     ),
     "best.pt weight of another shape": (
@@ -418,8 +439,8 @@ def test_reordered_vocabulary_is_refused(kg_folder, tmp_path, capsys):
         "2",
         "--eval-every",
         "2",
-        "--channels",
-        "8",
+        "--hidden-channels",
+        "2",
         "--batch-size",
         "16",
         "--out",
@@ -483,6 +504,21 @@ def test_help_states_each_default_once():
         for action in parser._actions:
             text = action.help or ""
             assert text.count("(default:") <= 1 and "(default: None)" not in text, (name, action.dest, text)
+
+
+def test_each_setting_option_shows_the_help_of_its_field():
+    import argparse
+    import dataclasses
+
+    from torch_wge.cli import build_parser
+    from torch_wge.training import TrainConfig
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    options = {action.dest: action for action in commands.choices["train"]._actions}
+    for field in dataclasses.fields(TrainConfig):
+        assert field.metadata["help"], field.name
+        assert options[field.name].help.startswith(field.metadata["help"]), field.name
+        assert options[field.name].option_strings[0] == "--" + field.name.replace("_", "-")
 
 
 def test_a_used_run_folder_and_an_unknown_entity_are_worded_for_the_command_line(trained, kg_folder, capsys):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import torch_wge
-from torch_wge.nn.kge.loss import OBJECTIVES
+from torch_wge.nn.decoders.loss import OBJECTIVES
 from torch_wge.nn.models.wge import VIEWS
 from torch_wge.training.config import CHOICES
 from torch_wge.training.precision import PRECISIONS

@@ -52,7 +52,7 @@ def kg_folder(tmp_path_factory):
     return folder
 
 
-TRAIN = ["train", "--epochs", "2", "--eval-every", "1", "--channels", "8", "--num-layers", "1", "--threads", "1"]
+TRAIN = ["train", "--epochs", "2", "--eval-every", "1", "--hidden-channels", "2", "--num-layers", "1", "--threads", "1"]
 
 
 def test_train_evaluate_predict_warn_nothing(kg_folder, tmp_path):

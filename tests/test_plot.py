@@ -30,7 +30,17 @@ def trained_runs(kg_folder, tmp_path_factory):
     folder = tmp_path_factory.mktemp("runs")
     for name, layers in (("wge", "1"), ("quate", "0")):
         argv = ["train", "--dataset", str(kg_folder), "--root", str(folder / "data"), "--out", str(folder / name)]
-        options = ["--epochs", "4", "--eval-every", "2", "--channels", "8", "--num-layers", layers, "--no-progress"]
+        options = [
+            "--epochs",
+            "4",
+            "--eval-every",
+            "2",
+            "--hidden-channels",
+            "2",
+            "--num-layers",
+            layers,
+            "--no-progress",
+        ]
         assert main(argv + options + ["--batch-size", "64", "--threads", "1"]) == 0
     return folder / "wge", folder / "quate"
 

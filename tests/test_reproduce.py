@@ -54,7 +54,7 @@ def test_dataset_other_than_the_rows_is_refused(reproduce):
         ("litwd1k/quate", {"recipe": "fast", "seed": 1}, "seed1", "litwd1k/quate/fast-500ep-seed1"),
         ("fb15k-237/wge", {"recipe": "large", "epochs": 150}, "", "fb15k-237/wge/large-150ep"),
         ("codex-s/beta/0.5", {"epochs": 60, "lr": 2e-3}, "lr2e-3", "codex-s/wge/paper-60ep-lr2e-3-beta0.5"),
-        ("codex-s/channels/512", {"epochs": 60}, "", "codex-s/wge/paper-60ep-channels512"),
+        ("codex-s/hidden-channels/128", {"epochs": 60}, "", "codex-s/wge/paper-60ep-hidden-channels128"),
         ("codex-s/ablation/gcn", {"epochs": 60}, "lr2e-3", "codex-s/wge/paper-60ep-lr2e-3-gcn"),
     ],
 )

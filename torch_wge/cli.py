@@ -1,7 +1,8 @@
 """Command line: ``python -m torch_wge`` or ``torch-wge``.
 
 Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT``, ``export RUN``,
-``stats`` and ``plot RUN [RUN ...]``.
+``stats``, ``tune`` and ``plot RUN [RUN ...]``. Help and ``--version`` import no torch
+(each command imports what it needs).
 Every expected failure (a bad option, an unreadable, corrupt or unwritable
 file, a full disk, a failed download, a diverged run) prints one line naming
 the option or file and exits with 2; ``--debug`` shows the traceback instead.
@@ -17,42 +18,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from torch_wge import __version__
-from torch_wge.training.config import CHOICES, RECIPES, TrainConfig
-
-CONFIG_HELP = {
-    "dataset": "dataset name (codex-s, codex-m, codex-l, litwd1k, litwd19k, litwd48k, fb15k-237) or a folder of train/valid/test.txt",
-    "root": "folder where datasets are downloaded and cached",
-    "recipe": "training recipe: 'fast' (larger learning rate, warm-up, cosine decay, weight decay, 500 epochs), 'paper' (the paper's setting: 3000 epochs) or 'large' (the fast recipe for graphs of CoDEx-M's size: 80 epochs, sampled softmax); explicit options override it",
-    "epochs": "number of training epochs",
-    "batch_size": "(head, relation) queries per batch, at least 2 (a lone last query joins the batch before it)",
-    "lr": "Adam learning rate (the peak of the schedule)",
-    "schedule": "learning-rate schedule: constant, or cosine (linear warm-up, then cosine decay to 0 at the last epoch)",
-    "warmup_epochs": "epochs of linear warm-up of the cosine schedule",
-    "objective": "training loss: bce (1-N binary cross-entropy, the paper's), softmax (1-vs-all cross-entropy, one example per answer), kl (the same, one example per query) or filtered-softmax (one example per answer, the query's other answers left out of its candidates)",
-    "candidates": "with --objective softmax: score each batch against its answers and this many entities drawn for it (a sampled softmax, for large graphs) instead of all entities, 0 for all; evaluation ranks all",
-    "label_smoothing": "label smoothing epsilon of the 1-N targets",
-    "dropout": "dropout on each decoder's query",
-    "grad_clip": "gradient-norm clipping threshold (0: off)",
-    "n3": "weight of the N3 regulariser on the embeddings of each batch's triples (0: off)",
-    "relation_prediction": "weight of relation prediction as an auxiliary objective (0: off)",
-    "eval_every": "validate every this many epochs",
-    "ema_decay": "decay of an exponential moving average of the weights per optimiser step, used for validation, the best checkpoint and test (0: off, the trained weights)",
-    "weight_decay": "AdamW's decoupled weight decay: each step shrinks every parameter by lr * this before the Adam update (0: off, plain Adam)",
-    "channels": "real size of every embedding, a multiple of 4",
-    "num_layers": "encoder layers K (0: plain QuatE)",
-    "alpha0": "weight of layer 0 in the score; the others get (1 - alpha0) / K",
-    "beta": "fraction of (r_s, r_o) relation pairs whose RF constraints are kept, in [0, 1]",
-    "predicate_entities": "use predicate entities in the relation-focused view (off: ablation 1)",
-    "relation_edges": "add r_s - r_o edges to the relation-focused view (the published code does not)",
-    "views": "two-view (WGE) or an ablation: entity, relation, levi",
-    "conv": "quaternion (QGNN) or gcn (ablation 2)",
-    "eval_batch_size": "queries scored at once during evaluation",
-    "patience": "stop after this many validations without improvement (default: never)",
-    "time_limit": "stop training after the epoch in which this many minutes of training and validation have passed, then evaluate the best checkpoint (a stopped run resumes with --resume) (default: no limit)",
-    "precision": "float32; tf32 (TensorFloat-32 matmuls on CUDA, training and evaluation); bf16 (bfloat16 operands for the training loss's scoring matmuls, the bulk of an epoch; slower on CPUs without bf16 instructions)",
-    "seed": "random seed",
-    "device": "cpu, cuda, cuda:1, ... (default: cuda when available)",
-}
+from torch_wge.training.config import CHOICES, RECIPES, TrainConfig, setting_help
 
 
 class CliError(Exception):
@@ -95,8 +61,8 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
     from torch_wge.datasets import DownloadError
     from torch_wge.training import CheckpointError
     from torch_wge.training.distributed import is_collective_failure
-    from torch_wge.training.run_folder import RunFolderBusy
-    from torch_wge.training.trainer import RunFolderHoldsRun, TrainingError
+    from torch_wge.training.run_folder import RunFolderBusy, RunFolderHoldsRun
+    from torch_wge.training.trainer import TrainingError
 
     expected = (CliError, CheckpointError, DownloadError, RunFolderBusy, TrainingError, ValueError, KeyError, OSError)
     try:
@@ -112,7 +78,7 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
         if isinstance(error, RunFolderHoldsRun):  # the Python wording names fit(resume=True)
             message = f"{error.folder} already holds a run; add --resume to continue it, or choose another --out"
         if _is_out_of_memory(error):
-            message = f"out of memory ({message}); try a smaller --channels, --batch-size or --eval-batch-size"
+            message = f"out of memory ({message}); try a smaller --hidden-channels, --batch-size or --eval-batch-size"
         elif lost_peer:
             message = f"another process of the run ended (see its own message); stopped: {message[:160]}"
         rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
@@ -132,11 +98,11 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         kind = next((t for t in typing.get_args(types[field.name]) if t is not type(None)), types[field.name])
         if field.name in RECIPES["paper"]:
             shown = ", ".join(f"{name}: {values[field.name]}" for name, values in RECIPES.items())
-            help_text = f"{CONFIG_HELP[field.name]} (default: from --recipe; {shown})"
-        elif "(default:" in CONFIG_HELP[field.name]:  # a default said in words
-            help_text = CONFIG_HELP[field.name]
+            help_text = f"{field.metadata['help']} (default: from --recipe; {shown})"
+        elif "(default:" in field.metadata["help"]:  # a default said in words
+            help_text = field.metadata["help"]
         else:
-            help_text = f"{CONFIG_HELP[field.name]} (default: {field.default})"
+            help_text = f"{field.metadata['help']} (default: {field.default})"
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
         else:
@@ -157,11 +123,15 @@ def read_saved_config(path: Path) -> dict:
 
 
 def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> TrainConfig:
-    """The run's settings: the options given on the command line, over
-    ``saved`` (the ``config.json`` of a run being resumed) or else over the
-    defaults of :class:`TrainConfig` and its recipe."""
+    """The run's settings: the options given on the command line, over the
+    settings file of ``--config`` (if given), over ``saved`` (the
+    ``config.json`` of a run being resumed) or else over the defaults of
+    :class:`TrainConfig` and its recipe."""
+    from torch_wge.training.settings_file import read_settings_file
+
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name in args}
-    config = TrainConfig.from_dict({**(saved or {}), **given})
+    from_file = read_settings_file(args.config) if getattr(args, "config", None) else {}
+    config = TrainConfig.from_dict({**(saved or {}), **from_file, **given})
     config.validate()
     return config
 
@@ -173,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train a model and evaluate its best checkpoint")
     add_config_arguments(train)
+    add_settings_file(train)
     train.add_argument("--out", default=None, help="output folder for checkpoints and logs (default: runs/<dataset>)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument(
@@ -216,23 +187,30 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(commands)
 
     stats = commands.add_parser("stats", help="entities, relations, triples and graph-view sizes of a dataset")
-    stats.add_argument("--dataset", default="codex-s", help=CONFIG_HELP["dataset"] + " (default: codex-s)")
+    stats.add_argument("--dataset", default="codex-s", help=setting_help("dataset") + " (default: codex-s)")
     stats.add_argument("--root", default="data", help="dataset cache folder (default: data)")
     stats.add_argument("--beta", type=float, default=0.2, help="beta of the relation-focused view (default: 0.2)")
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_force_reload(stats)
     add_common(stats)
 
+    add_tune_parser(commands)
+
     plot = commands.add_parser(
-        "plot", help="training curves of runs, or per-relation MRR of 'evaluate --json' files (needs matplotlib)"
+        "plot",
+        help="training curves of runs, per-relation MRR of 'evaluate --json' files, or a study's history and "
+        "parameter importances (needs matplotlib)",
     )
     plot.add_argument(
         "inputs",
-        nargs="+",
+        nargs="*",
         metavar="RUN",
         help="run folders (loss and validation MRR against epochs and minutes), or files written by "
-        "'evaluate --per-relation --json' (MRR of the most frequent relations, head and tail)",
+        "'evaluate --per-relation --json' (MRR of the most frequent relations, head and tail), or one folder "
+        "of 'tune' (its study's optimisation history and parameter importances)",
     )
+    plot.add_argument("--study", default=None, help="name of a study of 'tune' to plot (with --storage)")
+    plot.add_argument("--storage", default=None, help="database URL of --study, e.g. sqlite:///runs/tune/study.db")
     plot.add_argument(
         "--out", default="plot.png", help="figure file; its extension names the format (default: plot.png)"
     )
@@ -241,6 +219,63 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--debug", action="store_true", help="show the traceback of an error")
     plot.set_defaults(threads=None)
     return parser
+
+
+def add_tune_parser(commands) -> None:
+    tune = commands.add_parser("tune", help="search training settings with Optuna, one run folder per trial")
+    for name in ("dataset", "recipe", "root", "device"):
+        choices = sorted(RECIPES) if name == "recipe" else None
+        tune.add_argument(f"--{name}", default=argparse.SUPPRESS, choices=choices, help=setting_help(name))
+    add_settings_file(tune, "settings of every trial under those the search space draws")
+    tune.add_argument(
+        "--space",
+        metavar="FILE",
+        default=None,
+        help="search space: JSON (or YAML) object of settings to "
+        "distribution specs, replacing the default space (see docs/tune.md)",
+    )
+    tune.add_argument("--trials", type=positive_int, default=None, help="finished trials the study is to reach")
+    tune.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="start no new trial after this many minutes of this process (default: no limit; give it or --trials)",
+    )
+    tune.add_argument("--study", default="wge", help="study name in the storage (default: wge)")
+    tune.add_argument(
+        "--storage",
+        default=None,
+        metavar="URL",
+        help="Optuna database URL shared by the workers "
+        "(sqlite:///FILE, postgresql://..., mysql://...) (default: the SQLite file study.db in --out)",
+    )
+    tune.add_argument(
+        "--out",
+        default=None,
+        help="tune folder: trials/<number>/ run folders, best.json, study.json (default: runs/tune-<dataset>)",
+    )
+    tune.add_argument(
+        "--pruner",
+        choices=["median", "hyperband", "none"],
+        default="median",
+        help="stops poor trials at a validation (default: median)",
+    )
+    tune.add_argument(
+        "--seed",
+        type=int,
+        default=argparse.SUPPRESS,
+        help="seed of the sampler and of every trial's training (default: 0)",
+    )
+    tune.add_argument(
+        "--heartbeat",
+        type=positive_int,
+        default=60,
+        metavar="SECONDS",
+        help="seconds between a running trial's heartbeats; a trial silent for twice as long was "
+        "killed: marked failed and run again (default: 60)",
+    )
+    add_common(tune)
 
 
 def add_export_parser(commands) -> None:
@@ -257,6 +292,16 @@ def add_export_parser(commands) -> None:
     export.add_argument("--format", choices=["npy", "pt"], default="npy", help="array files (default: npy)")
     add_data_override(export)
     add_common(export)
+
+
+def add_settings_file(parser: argparse.ArgumentParser, what: str = "settings of the run") -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"{what}: a JSON (or YAML) object of settings named as the options without dashes (e.g. "
+        '{"lr": 0.001, "num_layers": 1}), such as the best.json of \'tune\'; options given here override it',
+    )
 
 
 def add_data_override(parser: argparse.ArgumentParser) -> None:
@@ -287,8 +332,11 @@ def run_train(args) -> None:
     from torch_wge.training import Trainer, load_data
     from torch_wge.training.checkpoint import vocabulary_digest
     from torch_wge.training.distributed import DistributedContext
+    from torch_wge.training.settings_file import read_settings_file
 
-    out = Path(args.out or Path("runs") / Path(getattr(args, "dataset", TrainConfig.dataset)).name)
+    from_file = read_settings_file(args.config) if args.config else {}  # its dataset names the default --out
+    dataset = getattr(args, "dataset", from_file.get("dataset", TrainConfig.dataset))
+    out = Path(args.out or Path("runs") / Path(dataset).name)
     trackers = train_trackers(args.tensorboard, out)
     saved = None
     if args.resume and (out / "config.json").is_file():  # the run's own settings, unless given again
@@ -348,6 +396,7 @@ def run_evaluate(args) -> None:
     results, dataset = evaluate_checkpoint(
         args.checkpoint, args.split, root=args.root, device=args.device, force_reload=args.force_reload
     )
+    assert dataset is not None  # read for the checkpoint's settings (no graph was passed)
     labelled = dataset.labelled_relation_names
     print(results.format(per_relation=args.per_relation, relation_names=labelled))
     if args.json:
@@ -386,6 +435,11 @@ def run_predict(args) -> None:
         print(f"{rank:3d}. {row['entity']:<20} {row['score']:9.4f}{label}{known}")
 
 
+def labelled(name, label: Optional[str]) -> str:
+    """An identifier with its label, ``Q42 "Douglas Adams"``, or alone when it has none."""
+    return f'{name} "{label}"' if label else str(name)
+
+
 def run_export(args) -> None:
     from torch_wge.training.export import export_embeddings
 
@@ -400,11 +454,6 @@ def run_export(args) -> None:
     )
     folder = next(iter(written.values())).parent
     print(f"{len(written)} files in {folder}: " + ", ".join(sorted(path.name for path in written.values())))
-
-
-def labelled(name, label: Optional[str]) -> str:
-    """An identifier with its label, ``Q42 "Douglas Adams"``, or alone when it has none."""
-    return f'{name} "{label}"' if label else str(name)
 
 
 def run_stats(args) -> None:
@@ -424,6 +473,41 @@ def run_stats(args) -> None:
             print(f"  {key:<{width}}  {value:,}" if isinstance(value, int) else f"  {key:<{width}}  {value}")
 
 
+def run_tune(args) -> None:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise CliError("tune needs optuna, which is not installed: pip install 'torch_wge[tune]'") from None
+    from torch_wge.training.settings_file import read_mapping, read_settings_file
+    from torch_wge.tune import DEFAULT_SPACE, check_space, tune
+
+    if args.trials is None and args.time_limit is None:
+        raise CliError("tune: give --trials N, --time-limit MINUTES or both")
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise CliError(f"--time-limit must be positive (minutes), got {args.time_limit}")
+    base = read_settings_file(args.config) if args.config else {}
+    base.update({name: getattr(args, name) for name in ("dataset", "recipe", "root", "device", "seed") if name in args})
+    base.setdefault("seed", 0)
+    TrainConfig.from_dict(base).validate()
+    space = check_space(read_mapping(args.space), args.space) if args.space else DEFAULT_SPACE
+    out = Path(args.out or Path("runs") / f"tune-{Path(base.get('dataset', TrainConfig.dataset)).name}")
+    tune(
+        base,
+        space,
+        out,
+        trials=args.trials,
+        time_limit=args.time_limit,
+        study_name=args.study,
+        storage=args.storage,
+        pruner=args.pruner,
+        seed=base["seed"],
+        heartbeat=args.heartbeat,
+        progress=not args.no_progress,
+    )
+    if (out / "best.json").is_file():
+        print(f"best settings in {out / 'best.json'} (torch-wge train --config {out / 'best.json'})")
+
+
 def run_plot(args) -> None:
     try:
         import matplotlib  # noqa: F401
@@ -432,6 +516,11 @@ def run_plot(args) -> None:
     from torch_wge import plot
 
     paths = [Path(p) for p in args.inputs]
+    if args.study or args.storage or (len(paths) == 1 and (paths[0] / "study.json").is_file()):
+        plot_study(args, paths)
+        return
+    if not paths:
+        raise CliError("plot: give run folders, 'evaluate --json' files, a tune folder, or --study and --storage")
     for path in paths:
         if not path.exists():
             raise CliError(f"{path}: no such run folder or file")
@@ -445,7 +534,29 @@ def run_plot(args) -> None:
     print(f"figure in {args.out}")
 
 
+def plot_study(args, paths: List[Path]) -> None:
+    """The optimisation history and parameter importances of a study of ``tune``."""
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise CliError("plotting a study needs optuna, which is not installed: pip install 'torch_wge[tune]'") from None
+    from torch_wge import plot
+    from torch_wge.tune import load_study, read_study_file
+
+    if paths and (args.study or args.storage):
+        raise CliError("plot: give a tune folder or --study and --storage, not both")
+    named = read_study_file(paths[0]) if paths else {"study": args.study, "storage": args.storage}
+    if not (named["study"] and named["storage"]):
+        raise CliError("plot: --study and --storage go together")
+    for name, figure in plot.study_figures(load_study(named["study"], named["storage"])).items():
+        out = Path(args.out)
+        path = out.with_name(f"{out.stem}-{name}{out.suffix}")
+        plot.save_figure(figure, path)
+        print(f"figure in {path}")
+
+
 COMMANDS = {
+    "tune": run_tune,
     "train": run_train,
     "evaluate": run_evaluate,
     "predict": run_predict,

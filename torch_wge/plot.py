@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from torch_wge import io
 from torch_wge.training.run_folder import read_log
@@ -70,9 +70,8 @@ def describe_run(config: Dict[str, Any]) -> str:
     """A short description of a run's settings, e.g. ``"codex-s, WGE, paper recipe"``,
     followed by the recipe's settings the run changed (``"fast recipe, epochs 30,
     batch size 4096"``)."""
-    from torch_wge.training.config import ADDED_SETTINGS, RECIPES
+    from torch_wge.training.config import RECIPES
 
-    config = {**ADDED_SETTINGS, **config}  # a run saved before a setting existed ran without it
     model = "QuatE" if config.get("num_layers") == 0 else "WGE"
     views = config.get("views", "two-view")
     if model == "WGE" and (views != "two-view" or config.get("conv", "quaternion") != "quaternion"):
@@ -237,3 +236,36 @@ def save_figure(fig, path: PathLike, dpi: int = 120) -> None:
         raise ValueError(f"{path}: unknown figure format {path.suffix!r} (one of .{', .'.join(sorted(formats))})")
     with io.atomic_open(path) as f:
         fig.savefig(f, format=kind, dpi=dpi)
+
+
+def study_figures(study) -> Dict[str, Any]:
+    """The figures of a study of ``torch-wge tune`` (an :class:`optuna.Study`),
+    drawn by Optuna's matplotlib plots: ``"history"``, the validation MRR of each
+    trial and the best so far against the trial number, and, once two trials are
+    complete, ``"importances"``, each searched setting's share of the variance of
+    the validation MRR (fANOVA).
+
+    Raises:
+        ValueError: when the study holds no complete trial.
+    """
+    import warnings
+
+    import matplotlib.pyplot as plt
+    import optuna
+    from optuna.visualization import matplotlib as optuna_plots
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not complete:
+        raise ValueError(f"study {study.study_name!r} holds no complete trial to plot")
+    kinds: Dict[str, Callable[..., Any]] = {"history": optuna_plots.plot_optimization_history}
+    if len(complete) >= 2:
+        kinds["importances"] = optuna_plots.plot_param_importances
+    figures = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        for name, draw in kinds.items():
+            figure: Any = draw(study, target_name="validation MRR").figure
+            figure.tight_layout()  # room for the settings' names
+            figures[name] = figure
+            plt.close(figure)  # kept by the caller, not by pyplot
+    return figures

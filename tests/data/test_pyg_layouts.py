@@ -125,7 +125,7 @@ def test_freebase_single_split_is_refused():
 
 def test_freebase_single_split_is_refused_by_trainer(tmp_path):
     with pytest.raises(ValueError, match="combine_splits"):
-        Trainer(TrainConfig(channels=8, num_layers=1, epochs=1), freebase_splits()[2], tmp_path, progress=False)
+        Trainer(TrainConfig(hidden_channels=2, num_layers=1, epochs=1), freebase_splits()[2], tmp_path, progress=False)
 
 
 def test_combine_splits_refuses_data_with_masks():
@@ -148,7 +148,7 @@ def test_edge_types_beyond_declared_num_relations_are_refused():
 
 
 def test_trainer_on_every_layout_trains_the_same_model(tmp_path, one_torch_thread):
-    config = TrainConfig(channels=8, num_layers=1, epochs=1, batch_size=4, dropout=0.0, seed=3)
+    config = TrainConfig(hidden_channels=2, num_layers=1, epochs=1, batch_size=4, dropout=0.0, seed=3)
     results = {}
     for name, make in LAYOUTS.items():
         data = graph_transform(config)(make())
@@ -184,6 +184,6 @@ def test_dataset_statistics_on_every_layout():
     reference = dataset_statistics(hand_kg(), beta=1.0)
     # hand-counted: 6 entities (5 in training triples), 3 relations, 7/1/1 triples, 5 entity-focused edges
     assert [reference[k] for k in ("entities", "relations", "train_entities", "train", "valid", "test",
-                                   "ef_edges", "rf_nodes")] == [6, 3, 5, 7, 1, 1, 5, 12]
+                                   "ef_undirected_edges", "rf_nodes")] == [6, 3, 5, 7, 1, 1, 5, 12]
     for layout in LAYOUTS.values():
         assert dataset_statistics(layout(), beta=1.0) == reference

@@ -123,8 +123,8 @@ def test_codex_s_views(codex_s_root, monkeypatch):
     assert stats["rf_pairs_kept"] == 330
     assert stats["rf_cutoff"] == 47
     assert stats["rf_constraints_kept"] == 59744
-    assert stats["rf_relation_entity_edges"] == 20630
-    assert stats["ef_edges"] == 30076
+    assert stats["rf_relation_entity_undirected_edges"] == 20630
+    assert stats["ef_undirected_edges"] == 30076
     assert (stats["entities"], stats["relations"], stats["train"], stats["valid"], stats["test"]) == TABLE1["codex-s"]
 
     transform = T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.2), LeviGraphTransform()])
@@ -147,7 +147,7 @@ def test_codex_s_views(codex_s_root, monkeypatch):
     # the default view: the r-e edges alone; with relation_edges=True also one r-r edge per kept unordered pair
     assert data.rf_edge_index.size(1) == 2 * 20630
     with_rr = RelationFocusedTransform(beta=0.2, relation_edges=True)(data.clone())
-    assert with_rr.rf_edge_index.size(1) == 2 * (20630 + stats["rf_relation_relation_edges"])
+    assert with_rr.rf_edge_index.size(1) == 2 * (20630 + stats["rf_relation_relation_undirected_edges"])
 
 
 @pytest.mark.parametrize(
@@ -422,3 +422,13 @@ def test_folder_labels(write_folder):
     assert dataset.entity_labels == ["Alpha", "Beta"]
     assert dataset.relation_labels == ["rel r"]
     assert dataset.labelled_relation_names == ["r (rel r)"]
+
+
+def test_another_layout_of_the_stored_views_reprocesses(codex_s_root, monkeypatch):
+    # a cache written in another layout of the views is never read: the folder holds the layout's version
+    monkeypatch.setattr(base, "download_url", no_download)
+    transform = RelationFocusedTransform(beta=0.2)
+    folder_now = CoDEx(str(codex_s_root), "s", log=False, pre_transform=transform).processed_dir
+    monkeypatch.setattr(base, "STORAGE_VERSION", base.STORAGE_VERSION - 1)
+    before = CoDEx(str(codex_s_root), "s", log=False, pre_transform=transform)
+    assert before.processed_dir != folder_now and os.path.isdir(before.processed_dir)

@@ -32,10 +32,16 @@ def batch_norm(norm, h):
     return (h - mean) / torch.sqrt(var + norm.eps) * norm.weight.double() + norm.bias.double()
 
 
+def view_parts(layer, view):
+    """The weight, bias and norm of one view ("ef" or "rf") of a TwoViewConv."""
+    conv, norm = (layer.entity_conv, layer.entity_norm) if view == "ef" else (layer.relation_conv, layer.relation_norm)
+    return conv.lin.weight, conv.bias, norm
+
+
 def view_update(layer, view, h, adj, act=torch.tanh):
     """Eqs. 4 and 6: g(BN(Â (W ⊗ h) + b)) of one view ("ef" or "rf"), g = tanh; W h for real weights."""
-    lin, bias, norm = (getattr(layer, f"{view}_{part}") for part in ("lin", "bias", "norm"))
-    wh = quaternion_weight_times(lin.weight.double(), h) if layer.quaternion else h @ lin.weight.double().t()
+    weight, bias, norm = view_parts(layer, view)
+    wh = quaternion_weight_times(weight.double(), h) if layer.quaternion else h @ weight.double().t()
     out = adj @ wh + bias.double()
     return act(batch_norm(norm, out) if norm is not None else out)
 
@@ -58,10 +64,10 @@ def two_view_layer(layer, x, rel, ef_edge_index, rf_edge_index, act=torch.tanh):
 
 def randomize(layer):
     """Non-zero biases and batch norm statistics and affine weights."""
-    for bias in (layer.ef_bias, layer.rf_bias):
-        if bias is not None:
-            torch.nn.init.normal_(bias)
-    for norm in (layer.ef_norm, layer.rf_norm):
+    for conv in (layer.entity_conv, layer.relation_conv):
+        if conv is not None and conv.bias is not None:
+            torch.nn.init.normal_(conv.bias)
+    for norm in (layer.entity_norm, layer.relation_norm):
         if norm is not None:
             norm.running_mean.normal_()
             norm.running_var.uniform_(0.5, 2.0)

@@ -10,8 +10,8 @@ from torch_geometric.nn.kge import ComplEx, DistMult, KGEModel, RotatE, TransE
 from torch_wge.data import kg_triples
 from torch_wge.evaluation import LinkPredictionEvaluator
 from torch_wge.nn import WGE
+from torch_wge.nn.decoders.quate_score import quate_score
 from torch_wge.nn.kge import WGEKGE, QuatE
-from torch_wge.nn.kge.quate_score import quate_score
 from torch_wge.testing import random_kg
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 from torch_wge.utils.quaternion import hamilton_product
@@ -145,20 +145,20 @@ def test_quate_test_gives_pygs_results(batch_size):
     assert model.test(head, rel, tail, batch_size=batch_size, k=3, log=False) == pyg_test(model, head, rel, tail, k=3)
 
 
-def test_quate_test_ranks_ties_in_id_order():
+def test_quate_test_gives_tied_tails_their_realistic_rank():
     torch.manual_seed(0)
     model = QuatE(num_nodes=6, num_relations=1, hidden_channels=1).double().eval()
     with torch.no_grad():
         model.node_emb.weight[4] = model.node_emb.weight[2]  # entities 2 and 4 always tie
     head, rel, tail = torch.tensor([0, 0]), torch.tensor([0, 0]), torch.tensor([2, 4])
     scores = model(torch.zeros(6, dtype=torch.long), torch.zeros(6, dtype=torch.long), torch.arange(6))
-    order = scores.argsort(descending=True, stable=True).tolist()  # a stable sort keeps 2 ahead of 4
-    mean_rank, mrr, _ = model.test(head, rel, tail, batch_size=1, k=1, log=False)
-    ranks = [order.index(2), order.index(4)]
-    assert ranks[1] == ranks[0] + 1
-    assert mean_rank == pytest.approx(sum(ranks) / 2) and mrr == pytest.approx(
-        (1 / (ranks[0] + 1) + 1 / (ranks[1] + 1)) / 2
-    )
+    ahead = int((scores > scores[2]).sum())  # the other four entities do not tie with 2 and 4
+    assert scores[2] == scores[4] and int((scores == scores[2]).sum()) == 2
+    mean_rank, mrr, hits = model.test(head, rel, tail, batch_size=1, k=ahead + 1, log=False)
+    # both tails could stand at position ahead or ahead + 1 (from 0): each gets ahead + 0.5
+    assert mean_rank == pytest.approx(ahead + 0.5) and mrr == pytest.approx(1 / (ahead + 1.5))
+    assert hits == 0.0  # a realistic rank ahead + 1.5 (from 1) is not within k = ahead + 1
+    assert model.test(head, rel, tail, batch_size=1, k=ahead + 2, log=False)[2] == 1.0
 
 
 def pyg_training_loop(model, data, epochs):
@@ -214,7 +214,7 @@ def test_wgekge_forward_and_loss_are_wge(kg):
     # the loss: both directions of every triple as 1-N queries
     loss = model.loss(head, rel, tail)
     positives = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 3, 1, 0, 4, 9]])
-    expected = wge.loss(
+    expected = wge.query_loss(
         wge.encode(**wge.graph_inputs(kg)),
         torch.tensor([0, 4, 9, 3, 3, 1]),
         torch.tensor([0, 1, 2, 3, 4, 5]),

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torch_wge.nn.kge import loss as loss_module
-from torch_wge.nn.kge.loss import one_to_n_loss
+from torch_wge.nn.decoders import loss as loss_module
+from torch_wge.nn.decoders.loss import one_to_n_loss
 
 WEIGHTS = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
 # unsorted rows, a query with several answers, a repeated pair, a query with none (row 2)
@@ -235,7 +235,7 @@ def sampled_wge_and_batch(num_candidates):
 def test_sampled_softmax_matches_dense_float64_reference():
     model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=6)
     torch.manual_seed(42)
-    loss = model.loss(model.encode(**inputs), heads, relations, positives)
+    loss = model.query_loss(model.encode(**inputs), heads, relations, positives)
     loss.backward()
     grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
@@ -264,15 +264,15 @@ def test_sampled_softmax_matches_dense_float64_reference():
 
 def test_sampled_softmax_with_every_entity_drawn_is_the_exact_objective():
     model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=40)
-    sampled = model.loss(model.encode(**inputs), heads, relations, positives)
+    sampled = model.query_loss(model.encode(**inputs), heads, relations, positives)
     model.num_candidates = None
-    exact = model.loss(model.encode(**inputs), heads, relations, positives)
+    exact = model.query_loss(model.encode(**inputs), heads, relations, positives)
     assert torch.allclose(sampled, exact, atol=1e-12)
     # in evaluation mode every entity is scored, whatever num_candidates says
     model.eval()
-    exact_eval = model.loss(model.encode(**inputs), heads, relations, positives)
+    exact_eval = model.query_loss(model.encode(**inputs), heads, relations, positives)
     model.num_candidates = 3
-    assert torch.allclose(model.loss(model.encode(**inputs), heads, relations, positives), exact_eval, atol=1e-12)
+    assert torch.allclose(model.query_loss(model.encode(**inputs), heads, relations, positives), exact_eval, atol=1e-12)
 
 
 def test_sampled_softmax_needs_the_softmax_objective():

@@ -150,13 +150,6 @@ def test_lazy_in_channels():
     assert torch.equal(lazy(x, edge_index), conv(x, edge_index))
 
 
-def test_loads_state_dict_saved_before_the_weight_moved_into_lin():
-    conv = QuaternionGCNConv(8, 4)
-    old = {"weight": torch.randn(4, 2, 1), "bias": torch.randn(4)}
-    conv.load_state_dict(dict(old))
-    assert torch.equal(conv.lin.weight, old["weight"]) and torch.equal(conv.bias, old["bias"])
-
-
 def test_cached_csr_adjacency_gradients_match_dense_float64():
     # a directed, weighted graph: the backward's cached transpose must be A^T, not A
     torch.manual_seed(0)

@@ -42,7 +42,7 @@ def test_compile_wge_inference_and_training_match_eager(data):
     positives = torch.tensor([[0, 1, 2, 3, 3], [3, 4, 5, 0, 9]])
 
     def step(m):
-        return m.loss(m.encode(**inputs), heads, relations, positives)
+        return m.query_loss(m.encode(**inputs), heads, relations, positives)
 
     compiled_step = torch.compile(step, backend="aot_eager")
     loss = compiled_step(model.train())

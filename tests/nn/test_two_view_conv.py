@@ -10,9 +10,9 @@ from dense_two_view import (
 )
 from torch_geometric.explain import Explainer, GNNExplainer
 from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
-from torch_geometric.nn import MessagePassing, Sequential
+from torch_geometric.nn import Sequential
 
-from torch_wge.nn import TwoViewConv
+from torch_wge.nn import QuaternionGCNConv, QuaternionLinear, TwoViewConv
 
 VARIANTS = [
     dict(),
@@ -48,13 +48,14 @@ def test_matches_dense_equations(kwargs, training):
 def test_ablations_leave_out_a_view():
     ef, rf = tiny_kg_views()
     layer, x, rel = layer_and_inputs(8, 8, relation_view=False)
-    assert layer.rf_lin is None and layer(x, rel, ef)[1] is rel  # relations pass through
+    assert layer.relation_conv is None and layer(x, rel, ef)[1] is rel  # relations pass through
     layer, x, rel = layer_and_inputs(8, 8, entity_view=False)
     layer.eval()
-    assert layer.ef_lin is None
+    assert layer.entity_conv is None and layer.entity_norm is None
     out = layer(x, rel, None, rf)
     # entity 4 has no relation-focused edge: only its own W ⊗ x_4 + b reaches it
-    alone = torch.tanh(layer.rf_norm(quaternion_weight_times(layer.rf_lin.weight, x[4:]) + layer.rf_bias))
+    conv = layer.relation_conv
+    alone = torch.tanh(layer.relation_norm(quaternion_weight_times(conv.lin.weight, x[4:]) + conv.bias))
     assert torch.allclose(out[0][4:], alone, atol=1e-12)
 
 
@@ -78,15 +79,18 @@ def test_gradcheck():
     assert all(g.abs().sum() > 0 for g in grads)  # every parameter takes part
 
 
-def test_is_message_passing_with_reset_and_repr():
+def test_view_submodules_reset_and_repr():
     layer = TwoViewConv(8, 16, entity_view=False)
-    assert isinstance(layer, MessagePassing)
+    assert isinstance(layer.relation_conv, QuaternionGCNConv) and layer.entity_conv is None
     assert str(layer) == "TwoViewConv(8, 16, entity_view=False, relation_view=True, quaternion=True)"
+    assert sorted(name for name, _ in layer.named_children()) == ["act", "relation_conv", "relation_norm"]
     with torch.no_grad():
-        layer.rf_bias.fill_(1.0)
-        layer.rf_norm.running_mean.fill_(3.0)
+        layer.relation_conv.bias.fill_(1.0)
+        layer.relation_norm.running_mean.fill_(3.0)
     layer.reset_parameters()
-    assert layer.rf_bias.abs().sum() == 0 and layer.rf_norm.running_mean.abs().sum() == 0
+    assert layer.relation_conv.bias.abs().sum() == 0 and layer.relation_norm.running_mean.abs().sum() == 0
+    real = TwoViewConv(6, 10, quaternion=False)
+    assert real.entity_conv.lin.weight.shape == (10, 6) and not isinstance(real.entity_conv.lin, QuaternionLinear)
 
 
 def test_act_and_norm_as_pyg_layers_take_them():
@@ -96,45 +100,20 @@ def test_act_and_norm_as_pyg_layers_take_them():
     out_x, out_rel = layer(x, rel, ef, rf)
     assert torch.allclose(out_x, want_x, atol=1e-12) and torch.allclose(out_rel, want_rel, atol=1e-12)
     layer = TwoViewConv(8, 8, norm="layer_norm", act=torch.nn.LeakyReLU(0.3))
-    assert type(layer.ef_norm).__name__ == "LayerNorm" and layer.ef_norm is not layer.rf_norm
+    assert type(layer.entity_norm).__name__ == "LayerNorm" and layer.entity_norm is not layer.relation_norm
     assert isinstance(layer.act, torch.nn.LeakyReLU)
-
-
-def test_deprecated_conv_and_batch_norm_arguments():
-    with pytest.warns(DeprecationWarning, match="quaternion"):
-        assert TwoViewConv(8, 8, conv="gcn").quaternion is False
-    with pytest.warns(DeprecationWarning, match="norm"):
-        assert TwoViewConv(8, 8, batch_norm=False).ef_norm is None
-
-
-def test_loads_state_dict_of_a_layer_with_one_conv_per_view():
-    # saved when each view was a QuaternionGCNConv (or a GCNConv): ef_conv.weight / ef_conv.lin.weight, ef_conv.bias
-    for quaternion, weight_key, shape in ((True, "weight", (4, 2, 2)), (False, "lin.weight", (8, 8))):
-        layer = TwoViewConv(8, 8, quaternion=quaternion)
-        old = {
-            f"{k.replace('_lin.weight', '_conv.' + weight_key).replace('_bias', '_conv.bias')}": torch.randn(v.shape)
-            if v.is_floating_point()
-            else v
-            for k, v in layer.state_dict().items()
-        }
-        assert f"ef_conv.{weight_key}" in old and old[f"ef_conv.{weight_key}"].shape == shape
-        layer.load_state_dict(dict(old))
-        assert torch.equal(layer.ef_lin.weight, old[f"ef_conv.{weight_key}"])
-        assert torch.equal(layer.rf_bias, old["rf_conv.bias"])
 
 
 def test_bad_arguments():
     ef, _ = tiny_kg_views()
-    with pytest.raises(ValueError, match="conv must be 'quaternion' or 'gcn'"), pytest.warns(DeprecationWarning):
-        TwoViewConv(8, 8, conv="gat")
     with pytest.raises(ValueError, match="at least one"):
         TwoViewConv(8, 8, entity_view=False, relation_view=False)
     with pytest.raises(ValueError, match="multiple of 4"):
         TwoViewConv(6, 8)
     with pytest.raises(ValueError, match="no rf_edge_index"):
         TwoViewConv(8, 8)(torch.randn(5, 8), torch.randn(4, 8), ef)
-    with pytest.raises(ValueError, match="rf_node_type"):
-        TwoViewConv(8, 8)(torch.randn(5, 8), torch.randn(4, 8), ef, ef, rf_node_type=torch.zeros(9, dtype=torch.long))
+    with pytest.raises(TypeError):  # the deprecated names of quaternion and norm are gone
+        TwoViewConv(8, 8, conv="gcn")
 
 
 # ----------------------------------------------------- PyG message passing
@@ -156,30 +135,36 @@ def test_inside_pyg_sequential_with_another_layer():
     assert torch.allclose(model(x, rel, ef, rf), lin(want_x), atol=1e-12)
 
 
-def test_propagate_forward_hook_sees_both_views():
+def test_propagate_forward_hooks_on_the_view_convolutions():
     layer, x, rel = layer_and_inputs(8, 8, norm=None)
     ef, rf = tiny_kg_views()
     seen = []
-    handle = layer.register_propagate_forward_hook(lambda module, inputs, out: seen.append(out))
+    handles = [
+        conv.register_propagate_forward_hook(lambda module, inputs, out: seen.append(out))
+        for conv in (layer.relation_conv, layer.entity_conv)
+    ]
     layer(x, rel, ef, rf)
-    handle.remove()
+    for handle in handles:
+        handle.remove()
     layer(x, rel, ef, rf)
     # one propagation over the 9 entity and relation nodes, Â_rf (W_rf ⊗ [x; rel]), then Â_ef (W_ef ⊗ x)
     xr = torch.cat([x, rel])
-    expected_rf = normalized_adjacency(rf, 9) @ quaternion_weight_times(layer.rf_lin.weight, xr)
-    expected_ef = normalized_adjacency(ef, 5) @ quaternion_weight_times(layer.ef_lin.weight, x)
+    expected_rf = normalized_adjacency(rf, 9) @ quaternion_weight_times(layer.relation_conv.lin.weight, xr)
+    expected_ef = normalized_adjacency(ef, 5) @ quaternion_weight_times(layer.entity_conv.lin.weight, x)
     assert len(seen) == 2
     assert torch.allclose(seen[0], expected_rf, atol=1e-12) and torch.allclose(seen[1], expected_ef, atol=1e-12)
 
 
-def test_one_hop_per_layer_for_pyg_utilities():
+def test_get_num_hops_counts_each_view_convolution():
     from torch_geometric.utils import get_num_hops
 
     from torch_wge.nn import WGE, TwoViewEncoder
 
-    assert get_num_hops(TwoViewConv(8, 8)) == 1
-    assert get_num_hops(TwoViewEncoder(8, num_layers=2)) == 2
-    assert get_num_hops(WGE(10, 2, hidden_channels=2, num_layers=3)) == 3
+    # PyG counts message-passing modules: two per two-view layer, one per single-view layer
+    assert get_num_hops(TwoViewConv(8, 8)) == 2
+    assert get_num_hops(TwoViewConv(8, 8, relation_view=False)) == 1
+    assert get_num_hops(TwoViewEncoder(8, num_layers=2)) == 4
+    assert get_num_hops(WGE(10, 2, hidden_channels=2, num_layers=3, views="levi")) == 3
 
 
 class EntityFocusedModel(torch.nn.Module):
@@ -259,47 +244,60 @@ def test_explainer_edge_mask_on_relation_focused_view():
 # ----------------------------------------------------- batches of graphs
 
 
-def test_batch_of_graphs_gives_each_graph_its_own_result():
+def three_kgs_and_their_batch():
+    """Three different random KGs with their views and float64 x, rel; their DataLoader batch."""
     import torch_geometric.transforms as T
     from torch_geometric.loader import DataLoader
 
-    from torch_wge.nn import TwoViewEncoder
     from torch_wge.testing import random_kg
     from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
-    views = T.Compose([EntityFocusedTransform(), RelationFocusedTransform()])
+    views = T.Compose([EntityFocusedTransform(), RelationFocusedTransform(relation_edges=True)])
     graphs = [views(random_kg(n, r, 4 * n, seed=n)) for n, r in ((12, 2), (7, 3), (20, 1))]
     torch.manual_seed(0)
     for graph in graphs:
         graph.x = torch.randn(graph.num_nodes, 8, dtype=torch.float64)
-        graph.rel = torch.randn(graph.rf_num_nodes - graph.num_nodes, 8, dtype=torch.float64)
-    batch = next(iter(DataLoader(graphs, batch_size=3)))
+        graph.rel = torch.randn(graph.num_relation_nodes, 8, dtype=torch.float64)
+    return graphs, next(iter(DataLoader(graphs, batch_size=3)))
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(entity_view=False)])
+def test_layer_on_a_dataloader_batch_equals_each_graph_by_dense_equations(kwargs):
+    graphs, batch = three_kgs_and_their_batch()
+    assert batch.rf_relation_relation_index.size(1) > 0  # relation-relation edges are shifted too
+    layer = TwoViewConv(8, 8, **kwargs).double()
+    randomize(layer)
+    layer.eval()  # batch norm's running statistics: a graph's result does not depend on the others
+    out_x, out_rel = layer(batch.x, batch.rel, batch.ef_edge_index, batch.rf_edge_index)
+    want = [two_view_layer(layer, g.x, g.rel, g.ef_edge_index, g.rf_edge_index) for g in graphs]
+    assert torch.allclose(out_x, torch.cat([x for x, _ in want]), atol=1e-12)
+    assert torch.allclose(out_rel, torch.cat([rel for _, rel in want]), atol=1e-12)
+
+
+def test_encoder_on_a_dataloader_batch_equals_each_graph_with_gradients():
+    from torch_wge.nn import TwoViewEncoder
+
+    graphs, batch = three_kgs_and_their_batch()
     encoder = TwoViewEncoder(8, num_layers=2).double()
     for conv in encoder.convs:
         randomize(conv)
-    encoder.eval()  # batch norm's running statistics: a graph's result does not depend on the others
+    encoder.eval()
 
-    def run(x, rel, data, rf_node_type=None):
-        return encoder(x, rel, data.ef_edge_index, data.rf_edge_index, rf_node_type)[-1]
+    def run(x, rel, data):
+        return encoder(x, rel, data.ef_edge_index, data.rf_edge_index)[-1]
 
     x, rel = batch.x.clone().requires_grad_(), batch.rel.clone().requires_grad_()
-    out_x, out_rel = run(x, rel, batch, batch.rf_node_type)
+    out_x, out_rel = run(x, rel, batch)
     (out_x.square().sum() + out_rel.pow(3).sum()).backward()
-    rel_ptr = [0]
+    alone = {name: [] for name in ("x", "rel", "x.grad", "rel.grad")}
     for graph in graphs:
-        rel_ptr.append(rel_ptr[-1] + graph.rel.size(0))
-    for g, graph in enumerate(graphs):
         gx, grel = graph.x.clone().requires_grad_(), graph.rel.clone().requires_grad_()
         alone_x, alone_rel = run(gx, grel, graph)
         (alone_x.square().sum() + alone_rel.pow(3).sum()).backward()
-        nodes = slice(int(batch.ptr[g]), int(batch.ptr[g + 1]))
-        rels = slice(rel_ptr[g], rel_ptr[g + 1])
-        assert torch.allclose(out_x[nodes], alone_x, atol=1e-12)
-        assert torch.allclose(out_rel[rels], alone_rel, atol=1e-12)
-        assert torch.allclose(x.grad[nodes], gx.grad, atol=1e-12)
-        assert torch.allclose(rel.grad[rels], grel.grad, atol=1e-12)
-    # without the node types the batch's relation-focused nodes are read as [x; rel]: other numbers
-    assert not torch.allclose(run(batch.x, batch.rel, batch)[0], out_x, atol=1e-3)
+        for name, value in zip(alone, (alone_x, alone_rel, gx.grad, grel.grad)):
+            alone[name].append(value)
+    for name, got in zip(alone, (out_x, out_rel, x.grad, rel.grad)):
+        assert torch.allclose(got, torch.cat(alone[name]), atol=1e-12), name
 
 
 def test_wge_refuses_a_batch_of_graphs():

@@ -1,13 +1,8 @@
-from pathlib import Path
-
 import pytest
 import torch
 from dense_two_view import randomize, tiny_kg_views, two_view_layer
-from torch_geometric.data import Data
 
-from torch_wge.nn import WGE, TwoViewConv, TwoViewEncoder
-
-LEGACY = Path(__file__).parent / "data" / "legacy_wge.pt"
+from torch_wge.nn import TwoViewConv, TwoViewEncoder
 
 
 @pytest.mark.parametrize("kwargs", [dict(), dict(relation_view=False), dict(entity_view=False), dict(quaternion=False)])
@@ -29,40 +24,6 @@ def test_stack_of_layers_matches_dense_equations(kwargs):
     for (got_x, got_r), (want_x, want_r) in zip(states, expected):
         assert torch.allclose(got_x, want_x, atol=1e-12)
         assert torch.allclose(got_r, want_r, atol=1e-12)
-
-
-def legacy_cases():
-    return torch.load(LEGACY, weights_only=True)["models"]
-
-
-@pytest.mark.parametrize("case", range(4), ids=["two-view", "entity", "levi", "gcn"])
-def test_checkpoint_of_pre_layer_encoder_gives_its_scores(case):
-    """legacy_wge.pt was written by the encoder before it became a stack of
-    TwoViewConv (commit f0d98cc): four float64 WGE models (K = 2, C = 8) on
-    random_kg(30, 3, 200, seed=0) with its views (beta = 0.5), every encoder
-    tensor drawn at random, in eval mode, with their encoder outputs and
-    scores of five queries."""
-    saved = torch.load(LEGACY, weights_only=True)
-    legacy = saved["models"][case]
-    old_keys = sorted(key for key in legacy["state_dict"] if key.startswith("encoder."))
-    assert any(".ef_convs." in key or ".rf_convs." in key for key in old_keys)
-
-    kwargs = dict(legacy["kwargs"])
-    if "conv" in kwargs:  # the deprecated name of the gcn ablation, as these models were made
-        kwargs["quaternion"] = kwargs.pop("conv") == "quaternion"
-    model = WGE(30, 3, hidden_channels=2, num_layers=2, **kwargs).double()
-    assert model.load_state_dict(legacy["state_dict"]).missing_keys == []  # strict: no key left over either
-    model.eval()
-    new_keys = sorted(key for key in model.state_dict() if key.startswith("encoder."))
-    assert len(new_keys) == len(old_keys) and all(key.startswith("encoder.convs.") for key in new_keys)
-
-    data = Data(**saved["graph"])
-    for sparse in (True, False):
-        inputs = model.graph_inputs(data, sparse=sparse)
-        encoded = model.encode(**inputs)
-        for got, want in zip(encoded.entities + encoded.relations, legacy["entities"] + legacy["relations"]):
-            assert torch.allclose(got, want, atol=1e-12)
-        assert torch.allclose(model(saved["heads"], saved["relations"], **inputs), legacy["scores"], atol=1e-12)
 
 
 def test_new_state_dict_round_trip():

@@ -62,7 +62,7 @@ def test_loss_equals_dense_bce_with_label_smoothing(data):
     encoded = model.encode(**model.graph_inputs(data))
     heads, relations = torch.tensor([0, 1, 2, 3]), torch.tensor([0, 1, 2, 3])
     positives = torch.tensor([[0, 0, 2, 3], [4, 9, 1, 0]])
-    loss = model.loss(encoded, heads, relations, positives)
+    loss = model.query_loss(encoded, heads, relations, positives)
 
     encoded = model.encode(**model.graph_inputs(data))  # same batch statistics: same batch
     logits = model.layer_scores(encoded, heads, relations)
@@ -78,7 +78,7 @@ def test_loss_equals_dense_bce_with_label_smoothing(data):
 def test_gradients_reach_every_parameter(data):
     model = make(data, num_layers=2)
     encoded = model.encode(**model.graph_inputs(data))
-    model.loss(encoded, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]])).backward()
+    model.query_loss(encoded, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]])).backward()
     missing = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
     assert missing == []
 
@@ -92,7 +92,7 @@ def test_bad_arguments(data):
         WGE(10, 2, 256)
     model = WGE(data.num_nodes, data.num_relations, hidden_channels=2, views="levi")
     data = data.clone()  # the fixture is shared by the module's tests
-    del data.levi_edge_index
+    del data.levi_entity_relation_index
     with pytest.raises(ValueError, match="levi_edge_index"):
         model.graph_inputs(data)
 
@@ -104,9 +104,9 @@ def test_n3_term_is_the_sum_of_cubed_quaternion_moduli(data):
     regularised.load_state_dict(plain.state_dict())
     heads, relations = torch.tensor([0, 1, 2]), torch.tensor([0, 3, 1])
     positives = torch.tensor([[0, 0, 2], [4, 9, 1]])
-    difference = regularised.loss(
+    difference = regularised.query_loss(
         regularised.encode(**regularised.graph_inputs(data)), heads, relations, positives
-    ) - plain.loss(plain.encode(**plain.graph_inputs(data)), heads, relations, positives)
+    ) - plain.query_loss(plain.encode(**plain.graph_inputs(data)), heads, relations, positives)
 
     def cubed_moduli(vector):  # quaternion q has parts vector[q], vector[n + q], vector[2n + q], vector[3n + q]
         n = vector.numel() // 4
@@ -148,24 +148,17 @@ def test_relation_prediction_loss_is_softmax_over_all_relations_of_the_quate_sco
 
 def test_graph_inputs_read_each_views_edges_and_node_count(data):
     levi = make(data, num_layers=1, views="levi")
-    assert levi.graph_inputs(data, sparse=False) == {"rf_edge_index": data.levi_edge_index}
+    inputs = levi.graph_inputs(data, sparse=False)
+    assert list(inputs) == ["rf_edge_index"] and torch.equal(inputs["rf_edge_index"], data.levi_edge_index)
     two_view = make(data, num_layers=1)
     inputs = two_view.graph_inputs(data, sparse=False)
-    assert inputs["ef_edge_index"] is data.ef_edge_index and inputs["rf_edge_index"] is data.rf_edge_index
-    # the sparse adjacency's size is the view's node count on the data, not re-derived
+    assert inputs["ef_edge_index"] is data.ef_edge_index and torch.equal(inputs["rf_edge_index"], data.rf_edge_index)
+    # the sparse adjacency's size is the view's node count on the data: entities and relation nodes
     wider = data.clone()
-    wider.rf_num_nodes = data.rf_num_nodes + 3
+    wider.num_relation_nodes = data.num_relation_nodes + 3
     adj = two_view.graph_inputs(wider)["rf_edge_index"]
     assert adj.shape == (data.rf_num_nodes + 3,) * 2
     assert adj.to_dense()[data.rf_edge_index[1], data.rf_edge_index[0]].eq(1).all()
-
-
-def test_deprecated_channels_counts_real_numbers():
-    with pytest.warns(DeprecationWarning, match="hidden_channels=3"):
-        model = WGE(10, 2, channels=12)
-    assert model.hidden_channels == 3 and model.entity_embedding.weight.shape == (10, 12)
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="multiple of 4"):
-        WGE(10, 2, channels=10)
 
 
 def test_one_model_on_two_graphs_encodes_each_graph():
@@ -191,3 +184,52 @@ def test_one_model_on_two_graphs_encodes_each_graph():
         model.double()
         got = model.encode(**model.graph_inputs(graph_b)).entities[-1]
         assert got.dtype == torch.float64 and torch.allclose(got, fresh_encoding(graph_b, torch.float64), atol=1e-12)
+
+
+def test_loss_on_triples_asks_each_distinct_query_once_with_all_its_answers(data):
+    from torch_wge.training import TrainingQueries
+
+    model = make(data, num_layers=2, dropout=0.0)  # training mode: batch norm over the batch's queries
+    head, rel, tail = torch.tensor([0, 0, 5, 7, 0]), torch.tensor([1, 1, 1, 2, 1]), torch.tensor([4, 9, 4, 0, 4])
+    encoded = model.encode(**model.graph_inputs(data))
+    loss = model.loss(encoded, head, rel, tail)
+    # by hand: queries (h, r) and (t, r + 3) of the distinct triples, sorted by (head, relation)
+    answers = {}
+    for h, r, t in set(zip(head.tolist(), rel.tolist(), tail.tolist())):
+        answers.setdefault((h, r), set()).add(t)
+        answers.setdefault((t, r + 3), set()).add(h)
+    queries = sorted(answers)
+    assert queries[:3] == [(0, 1), (0, 5), (4, 4)] and answers[(0, 1)] == {4, 9} and answers[(4, 4)] == {0, 5}
+    rows = [row for row, query in enumerate(queries) for _ in answers[query]]
+    tails = [t for query in queries for t in sorted(answers[query])]
+    expected = model.query_loss(encoded, *map(torch.tensor, zip(*queries)), torch.tensor([rows, tails]))
+    assert torch.allclose(loss, expected, atol=1e-12)
+    # the trainer's loss on the same batch: the queries of these triples, all at once
+    trainer_queries = TrainingQueries(torch.stack([head, rel, tail], dim=1), data.num_nodes, data.num_relations)
+    batch = trainer_queries.batch(torch.arange(len(trainer_queries)))
+    assert torch.allclose(loss, model.query_loss(encoded, *batch), atol=1e-12)
+
+
+def test_training_on_triples_lowers_the_loss(data):
+    model = make(data, num_layers=1, dropout=0.0)
+    inputs = model.graph_inputs(data)
+    head, tail = data.edge_index[:, data.train_mask]
+    rel = data.edge_type[data.train_mask]
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(5):
+        loss = model.loss(model.encode(**inputs), head, rel, tail)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses
+
+
+def test_loss_refuses_query_positives():
+    model = WGE(5, 2, hidden_channels=2, num_layers=0)
+    encoded = model.encode()
+    with pytest.raises(ValueError, match="query_loss"):
+        model.loss(encoded, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]]))
+    with pytest.raises(ValueError, match="2 heads, 1 relations"):
+        model.loss(encoded, torch.tensor([0, 1]), torch.tensor([0]), torch.tensor([2, 3]))

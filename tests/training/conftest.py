@@ -18,11 +18,11 @@ def small_two_view_kg():
 @pytest.fixture
 def small_config():
     """``small_config(**settings)``: a :class:`TrainConfig` for ``small_two_view_kg``
-    (4 epochs of 16 channels, batch 64, lr 0.01, validation every 2), ``settings`` over it."""
+    (4 epochs of 4 quaternions per embedding, batch 64, lr 0.01, validation every 2), ``settings`` over it."""
 
     def make(**settings) -> TrainConfig:
         defaults = dict(
-            recipe="paper", dataset="random", epochs=4, channels=16, batch_size=64, lr=0.01, eval_every=2, seed=3
+            recipe="paper", dataset="random", epochs=4, hidden_channels=4, batch_size=64, lr=0.01, eval_every=2, seed=3
         )
         return TrainConfig(**{**defaults, **settings})
 

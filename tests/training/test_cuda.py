@@ -18,7 +18,7 @@ OBJECTIVES = [("softmax", 0), ("softmax", 50), ("bce", 0), ("kl", 0), ("filtered
 def trainers(data, tmp_path, **settings):
     """The same run on the CPU and on CUDA: same initial weights (built on the
     CPU, then moved), same batches, no dropout."""
-    config = dict(dataset="random", channels=16, batch_size=64, epochs=4, seed=3, dropout=0.0, **settings)
+    config = dict(dataset="random", hidden_channels=4, batch_size=64, epochs=4, seed=3, dropout=0.0, **settings)
     return {
         device: Trainer(TrainConfig(device=device, **config), data, tmp_path / device, progress=False)
         for device in ("cpu", "cuda")
@@ -56,7 +56,16 @@ def test_cli_trains_resumes_and_evaluates_on_cuda(tmp_path):
     for split, part in (("train", triples[:70]), ("valid", triples[70:80]), ("test", triples[80:])):
         (folder / f"{split}.txt").write_text("".join(f"e{h}\tP{r}\te{t}\n" for h, r, t in part))
     run = tmp_path / "run"
-    common = ["--dataset", str(folder), "--root", str(tmp_path / "data"), "--channels", "8", "--batch-size", "16"]
+    common = [
+        "--dataset",
+        str(folder),
+        "--root",
+        str(tmp_path / "data"),
+        "--hidden-channels",
+        "2",
+        "--batch-size",
+        "16",
+    ]
     train = ["train", *common, "--eval-every", "1", "--device", "cuda", "--out", str(run), "--no-progress"]
     assert main([*train, "--epochs", "1"]) == 0
     assert main([*train, "--epochs", "2", "--resume"]) == 0

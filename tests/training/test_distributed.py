@@ -18,11 +18,11 @@ import torch.multiprocessing as mp
 import torch_geometric.transforms as T
 
 from torch_wge.evaluation import LinkPredictionEvaluator
-from torch_wge.evaluation.sharding import chunk_shard_bounds
+from torch_wge.evaluation.sharding import shard_bounds
 from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.testing import random_kg
 from torch_wge.training import TrainConfig, Trainer, load_checkpoint, split_triples
-from torch_wge.training.distributed import BatchLoss, DistributedContext, shard_bounds, wrap_data_parallel
+from torch_wge.training.distributed import BatchLoss, DistributedContext, wrap_data_parallel
 from torch_wge.training.inference import evaluate_model
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
@@ -42,7 +42,7 @@ def make_config(**kwargs):
         recipe="paper",  # the tolerances below were set under its Adam and 1-N BCE
         dataset="random",
         epochs=1,
-        channels=16,
+        hidden_channels=4,
         batch_size=101,
         lr=0.01,
         eval_every=1,
@@ -182,7 +182,7 @@ def test_one_epoch_on_two_processes_matches_one_process(one_epoch):
         other = double["model"][name]
         if not value.is_floating_point():  # num_batches_tracked
             assert torch.equal(other, value), name
-        elif name.startswith("encoder.") and name.endswith(("f_bias", "_norm.running_mean")):
+        elif name.startswith("encoder.") and name.endswith(("_conv.bias", "_norm.running_mean")):
             # An encoder conv's bias feeds a batch norm, which removes any per-channel constant:
             # its gradient is zero in exact arithmetic, i.e. rounding noise, which Adam scales to
             # steps of up to lr in either process alike; the norm's running mean follows it.
@@ -300,7 +300,7 @@ def test_shard_bounds_cover_every_item_once():
             assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
             assert max(b - a for a, b in parts) - min(b - a for a, b in parts) <= 1
             for chunk in (1, 3, 64):
-                parts = [chunk_shard_bounds(size, chunk, r, world) for r in range(world)]
+                parts = [shard_bounds(size, r, world, chunk=chunk) for r in range(world)]
                 covered = [i for a, b in parts for i in range(a, b)]
                 assert covered == list(range(size))
                 assert all(a % chunk == 0 for a, b in parts if b > a)
@@ -324,15 +324,6 @@ def test_convert_replaces_every_batch_norm_and_keeps_its_state():
     assert converted is decoders
     assert isinstance(decoders[0], SyncedBatchNorm1d) and isinstance(decoders[1][0], SyncedBatchNorm1d)
     assert all(torch.equal(before[k], v) for k, v in decoders.state_dict().items())
-
-
-def test_moved_names_still_import_with_a_warning():
-    from torch_wge.training import distributed
-
-    with pytest.warns(DeprecationWarning, match="torch_wge.nn.norm.SyncedBatchNorm1d"):
-        assert distributed.SyncedBatchNorm1d is SyncedBatchNorm1d
-    with pytest.warns(DeprecationWarning, match="evaluation.sharding"):
-        assert distributed.chunk_shard_bounds is chunk_shard_bounds
 
 
 def test_one_process_context_without_torchrun(monkeypatch):

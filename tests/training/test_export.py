@@ -25,7 +25,7 @@ def run(tmp_path_factory):
     relation_labels = {0: "knows", 1: "likes", 2: "owns"}
     kg = write_triples_folder(random_kg(30, 3, 300, seed=7), tmp / "kg", entity_labels, relation_labels)
     root = str(tmp / "data")
-    argv = ["train", "--dataset", str(kg), "--root", root, "--epochs", "2", "--channels", "8"]
+    argv = ["train", "--dataset", str(kg), "--root", root, "--epochs", "2", "--hidden-channels", "2"]
     argv += ["--num-layers", str(NUM_LAYERS), "--out", str(tmp / "run"), "--no-progress", "--no-tensorboard"]
     assert main(argv) == 0
     return tmp / "run", open_dataset(str(kg), root)

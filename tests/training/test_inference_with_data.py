@@ -18,7 +18,7 @@ from test_pyg_layouts import rel_link_pred_layout, word_net_layout  # noqa: E402
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
-    config = TrainConfig(channels=8, num_layers=1, epochs=2, eval_every=1, batch_size=4, seed=1)
+    config = TrainConfig(hidden_channels=2, num_layers=1, epochs=2, eval_every=1, batch_size=4, seed=1)
     result = Trainer(config, graph_transform(config)(rel_link_pred_layout()), out, progress=False).fit()
     return out, result
 

@@ -22,7 +22,9 @@ from torch_wge.training import TrainConfig, Trainer, load_checkpoint
 from torch_wge.training.run_folder import read_log
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
-CONFIG = dict(recipe="paper", dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2, seed=3)
+CONFIG = dict(
+    recipe="paper", dataset="random", epochs=3, hidden_channels=2, batch_size=64, lr=0.01, eval_every=2, seed=3
+)
 
 
 @pytest.fixture(scope="module")

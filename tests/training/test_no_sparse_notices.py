@@ -11,7 +11,7 @@ SCRIPT = """
 import sys
 from torch_wge import cli
 folder, out = sys.argv[1], sys.argv[2]
-assert cli.main(["train", "--dataset", folder, "--epochs", "2", "--channels", "8", "--out", out, "--root", out + "-data", "--no-progress"]) == 0
+assert cli.main(["train", "--dataset", folder, "--epochs", "2", "--hidden-channels", "2", "--out", out, "--root", out + "-data", "--no-progress"]) == 0
 assert cli.main(["evaluate", out + "/best.pt", "--no-progress"]) == 0
 assert cli.main(["predict", out + "/best.pt", "--head", "e0", "--relation", "r0", "--top-k", "3"]) == 0
 """

@@ -16,7 +16,7 @@ def data():
 
 
 def trainer(data, tmp_path, precision):
-    config = TrainConfig(dataset="random", channels=64, batch_size=64, seed=3, dropout=0.0, precision=precision)
+    config = TrainConfig(dataset="random", hidden_channels=16, batch_size=64, seed=3, dropout=0.0, precision=precision)
     return Trainer(config, data, tmp_path / precision, progress=False)
 
 
@@ -45,7 +45,7 @@ def test_tf32_is_the_float32_matmul_precision_while_training_and_evaluating(data
 
 
 def test_precision_may_change_on_resume_and_bad_names_are_refused(data, tmp_path, one_torch_thread):
-    config = TrainConfig(dataset="random", channels=16, batch_size=64, epochs=1, eval_every=1, seed=3)
+    config = TrainConfig(dataset="random", hidden_channels=4, batch_size=64, epochs=1, eval_every=1, seed=3)
     Trainer(config, data, tmp_path / "run", progress=False).fit()
     config.epochs, config.precision = 2, "bf16"
     with pytest.warns(UserWarning, match="--precision float32 -> bf16"):

@@ -1,7 +1,7 @@
 import torch
 
 from torch_wge.testing import random_kg
-from torch_wge.training import TrainingQueries, add_inverse_triples, split_triples
+from torch_wge.training import TrainingQueries, split_triples
 
 
 def test_queries_match_brute_force():
@@ -27,11 +27,6 @@ def test_batches_cover_every_query_once_in_a_seeded_order():
     again = torch.cat([h for h, _, _ in queries.batches(7, torch.Generator().manual_seed(0))])
     assert torch.equal(again, seen[:, 0])
     assert queries.num_batches(7) == len(queries.batch_indices(7)) == len(queries) // 7  # 183 = 26 * 7 + 1
-
-
-def test_add_inverse_triples():
-    triples = torch.tensor([[0, 1, 2]])
-    assert add_inverse_triples(triples, 5).tolist() == [[0, 1, 2], [2, 6, 0]]
 
 
 def test_subset_holds_the_chosen_queries_with_their_answers():

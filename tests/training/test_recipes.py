@@ -23,7 +23,7 @@ def data():
 
 
 def small(**kwargs):
-    return TrainConfig(**{**dict(recipe="paper", dataset="random", channels=16, batch_size=64, seed=3), **kwargs})
+    return TrainConfig(**{**dict(recipe="paper", dataset="random", hidden_channels=4, batch_size=64, seed=3), **kwargs})
 
 
 def log_records(folder):
@@ -42,10 +42,10 @@ def run_example_until_it_stops(monkeypatch, *options):
 def test_paper_recipe_is_the_papers_setting():
     config = TrainConfig(recipe="paper")
     # WGE research code, CoDEx-S: Adam 5e-4 constant, batch 1024, 1-N BCE with label smoothing 0.1,
-    # dropout 0.5, gradient clipping 0.5, 3000 epochs, validation every 10; K = 2, 256 channels
+    # dropout 0.5, gradient clipping 0.5, 3000 epochs, validation every 10; K = 2, 64 quaternions (256 real numbers)
     assert (config.lr, config.schedule, config.epochs, config.batch_size) == (5e-4, "constant", 3000, 1024)
     assert (config.objective, config.label_smoothing, config.dropout, config.grad_clip) == ("bce", 0.1, 0.5, 0.5)
-    assert (config.n3, config.eval_every, config.num_layers, config.channels) == (0.0, 10, 2, 256)
+    assert (config.n3, config.eval_every, config.num_layers, config.hidden_channels) == (0.0, 10, 2, 64)
     assert (config.alpha0, config.beta, config.relation_edges) == (0.9, 0.2, False)
     assert all(config.learning_rate(epoch) == 5e-4 for epoch in (0, 1, 1499, 2999))
     assert TrainConfig(recipe="paper", dataset="codex-l").lr == 1e-4  # the research code's CoDEx-L rate
@@ -78,12 +78,9 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
     import torch_wge.datasets
     import torch_wge.nn
 
-    class RandomKGInPlaceOfCoDEx:  # the example's own pre-transform, applied to a small random graph
-        def __init__(self, root, name, pre_transform):
-            self.graph = pre_transform(random_kg(40, 4, 400, seed=5))
-
-        def __getitem__(self, index):
-            return self.graph
+    def random_kg_in_place_of_codex(name, root, pre_transform):  # the example's own pre-transform, on a small graph
+        assert (name, root) == ("codex-s", "data")
+        return [pre_transform(random_kg(40, 4, 400, seed=5))]
 
     made = {}
 
@@ -98,10 +95,10 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
             made["optimizer"] = self
             raise SystemExit(0)
 
-    monkeypatch.setattr(torch_wge.datasets, "CoDEx", RandomKGInPlaceOfCoDEx)
+    monkeypatch.setattr(torch_wge.datasets, "get_dataset", random_kg_in_place_of_codex)
     monkeypatch.setattr(torch_wge.nn, "WGE", KeptWGE)
     monkeypatch.setattr(torch.optim, "AdamW", StopAtTheOptimiser)
-    run_example_until_it_stops(monkeypatch, "--recipe", recipe)
+    run_example_until_it_stops(monkeypatch, "--recipe", recipe, "--device", "cpu")
     monkeypatch.undo()
 
     trainer = Trainer(TrainConfig(recipe=recipe, dataset="random"), data, tmp_path, progress=False)
@@ -114,6 +111,52 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
     assert (example_defaults["weight_decay"], made["model"].num_candidates) == (
         (0.1, None) if recipe == "fast" else (0.0, 2000)
     )
+
+
+def test_the_example_reports_every_epoch_and_an_interrupt(monkeypatch, capsys):
+    import re
+
+    import torch_wge.datasets
+    from torch_wge.training import TrainingQueries
+
+    def small_graph(name, root, pre_transform):
+        return [pre_transform(random_kg(40, 4, 400, seed=5))]
+
+    monkeypatch.setattr(torch_wge.datasets, "get_dataset", small_graph)
+    example = Path(__file__).resolve().parents[2] / "examples" / "link_pred_codex.py"
+    options = [
+        "--dataset",
+        "codex-m",
+        "--recipe",
+        "paper",
+        "--epochs",
+        "3",
+        "--hidden-channels",
+        "2",
+        "--device",
+        "cpu",
+    ]
+    monkeypatch.setattr(sys, "argv", [str(example), *options])
+    runpy.run_path(str(example), run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(
+        "codex-m: 40 entities, 4 relations; undirected edges (each direction an edge_index column): "
+    )
+    epochs = [line for line in lines if line.startswith("epoch")]
+    assert [line.split()[1] for line in epochs] == ["1/3", "2/3", "3/3"]
+    assert all(re.search(r"loss \d+\.\d{5}  \d+\.\d s", line) for line in epochs)
+    # the paper recipe validates every 10 epochs and after the last one
+    assert ["valid MRR" in line for line in epochs] == [False, False, True]
+    assert lines[-1].startswith("best validation MRR") and "test (filtered, both directions)" in lines[-1]
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TrainingQueries, "batch_indices", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_path(str(example), run_name="__main__")
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.strip() == "link_pred_codex.py: interrupted; nothing was written"
 
 
 def test_large_recipe_is_the_fast_recipe_shortened_with_a_sampled_softmax(data):

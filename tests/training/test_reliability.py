@@ -46,7 +46,14 @@ def config(**kwargs):
     return TrainConfig(
         **{
             **dict(
-                recipe="paper", dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2, seed=3
+                recipe="paper",
+                dataset="random",
+                epochs=3,
+                hidden_channels=2,
+                batch_size=64,
+                lr=0.01,
+                eval_every=2,
+                seed=3,
             ),
             **kwargs,
         }

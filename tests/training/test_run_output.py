@@ -24,7 +24,7 @@ def _single_thread(one_torch_thread):
 
 def config(**kwargs):
     defaults = dict(
-        recipe="paper", dataset="random", epochs=4, channels=8, batch_size=64, lr=0.01, eval_every=1, seed=3
+        recipe="paper", dataset="random", epochs=4, hidden_channels=2, batch_size=64, lr=0.01, eval_every=1, seed=3
     )
     return TrainConfig(**{**defaults, **kwargs})
 

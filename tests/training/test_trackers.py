@@ -19,7 +19,9 @@ event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.ev
 plugin_data_pb2 = pytest.importorskip("tensorboard.plugins.hparams.plugin_data_pb2")
 EventFileLoader = pytest.importorskip("tensorboard.backend.event_processing.event_file_loader").EventFileLoader
 
-CONFIG = dict(recipe="paper", dataset="random", epochs=3, channels=8, batch_size=64, lr=0.01, eval_every=2, seed=3)
+CONFIG = dict(
+    recipe="paper", dataset="random", epochs=3, hidden_channels=2, batch_size=64, lr=0.01, eval_every=2, seed=3
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,7 @@ def test_settings_are_tensorboard_hyper_parameters(data, tmp_path):
     content = accumulator.PluginTagToContent("hparams")
     start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
     hparams = start.session_start_info.hparams
-    assert hparams["lr"].number_value == pytest.approx(0.01) and hparams["channels"].number_value == 8
+    assert hparams["lr"].number_value == pytest.approx(0.01) and hparams["hidden_channels"].number_value == 2
     assert hparams["recipe"].string_value == "paper" and hparams["patience"].string_value == "None"
     experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
     assert [info.name.tag for info in experiment.metric_infos] == [
@@ -188,7 +190,17 @@ def test_weight_averaging_logs_the_trained_weights_beside(data, tmp_path):
 
 def test_train_writes_tensorboard_unless_told_not_to(tmp_path):
     kg = write_triples_folder(random_kg(30, 3, 300, seed=7), tmp_path / "kg")
-    common = ["train", "--dataset", str(kg), "--root", str(tmp_path / "data"), "--epochs", "2", "--channels", "8"]
+    common = [
+        "train",
+        "--dataset",
+        str(kg),
+        "--root",
+        str(tmp_path / "data"),
+        "--epochs",
+        "2",
+        "--hidden-channels",
+        "2",
+    ]
     assert main([*common, "--out", str(tmp_path / "on"), "--no-progress"]) == 0
     scalars, _ = read_events(tmp_path / "on" / "tensorboard")
     assert [step for step, _ in scalars["train/loss"]] == [1, 2]

@@ -6,7 +6,6 @@ import torch_geometric.transforms as T
 
 from torch_wge.testing import random_kg
 from torch_wge.training import CheckpointError, TrainConfig, Trainer, load_checkpoint, save_checkpoint
-from torch_wge.training.checkpoint import upgrade_optimizer_state
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 
@@ -18,7 +17,7 @@ def data():
 
 def config(**kwargs):
     defaults = dict(
-        recipe="paper", dataset="random", epochs=6, channels=16, batch_size=32, lr=0.01, eval_every=2, seed=3
+        recipe="paper", dataset="random", epochs=6, hidden_channels=4, batch_size=32, lr=0.01, eval_every=2, seed=3
     )
     return TrainConfig(**{**defaults, **kwargs})
 
@@ -55,8 +54,8 @@ def test_refuses_to_overwrite_and_to_resume_nothing(data, tmp_path):
 
 def test_mismatched_and_corrupt_checkpoints(data, tmp_path):
     Trainer(config(epochs=1), data, tmp_path, progress=False).fit()
-    with pytest.raises(CheckpointError, match="channels: checkpoint 16, here 32"):
-        Trainer(config(epochs=2, channels=32), data, tmp_path, progress=False).fit(resume=True)
+    with pytest.raises(CheckpointError, match="hidden_channels: checkpoint 4, here 8"):
+        Trainer(config(epochs=2, hidden_channels=8), data, tmp_path, progress=False).fit(resume=True)
     other = random_kg(41, 4, 400, seed=5)
     other = T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(other)
     with pytest.raises(CheckpointError, match="num_entities: checkpoint 40, here 41"):
@@ -112,56 +111,3 @@ def test_resuming_at_the_last_epoch_only_evaluates_the_best_checkpoint(data, tmp
     assert json.loads((tmp_path / "results.json").read_text())["best_epoch"] == best["epoch"]
     finals = [r for r in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines()) if r["event"] == "final"]
     assert len(finals) == 1  # the first run's final record was replaced, not repeated
-
-
-@pytest.mark.parametrize("era", ["view-by-view", "conv-per-view"])
-def test_adam_state_of_a_checkpoint_from_an_earlier_encoder_resumes(data, era):
-    """Earlier encoders registered their parameters in another order: view by view
-    (ef_convs.0, ef_convs.1, ef_norms.0, ..., rf_convs.0, ...), then layer by layer
-    with one convolution per view (convs.0.ef_conv.weight, convs.0.ef_conv.bias,
-    convs.0.ef_norm.*, convs.0.rf_conv.*, ...). A last.pt of either holds Adam's
-    state in that order and must resume with each state on its parameter."""
-    trainer = Trainer(config(num_layers=2), data, "unused", progress=False)
-    model, optimizer = trainer.model, trainer.optimizer
-    for p in model.parameters():
-        p.grad = torch.randn_like(p)
-    optimizer.step()
-    now = dict(model.named_parameters())
-    adam_now = {name: optimizer.state[p] for name, p in now.items()}
-
-    # the same parameters and Adam state as the old encoders wrote them (written out by hand)
-    def layer_era(name):  # encoder.convs.{k}.{view}_lin.weight / {view}_bias -> {view}_conv.weight / .bias
-        for view in ("ef", "rf"):
-            name = name.replace(f"{view}_lin.weight", f"{view}_conv.weight").replace(
-                f"{view}_bias", f"{view}_conv.bias"
-            )
-        return name
-
-    def view_era(name):  # encoder.convs.{k}.{view}_{module}.{rest} -> encoder.{view}_{module}s.{k}.{rest}
-        _, _, k, module, rest = layer_era(name).split(".", 4)
-        return f"encoder.{module}s.{k}.{rest}"
-
-    def part(name):  # (layer, module rank, name) in the layer era
-        name = layer_era(name)
-        return int(name.split(".")[2]), ["ef_conv", "ef_norm", "rf_conv", "rf_norm"].index(name.split(".")[3]), name
-
-    encoder = [n for n in now if n.startswith("encoder.")]
-    if era == "view-by-view":
-        old, order = view_era, lambda n: (part(n)[1], part(n)[0], part(n)[2])
-    else:
-        old, order = layer_era, part
-    encoder_then = sorted(encoder, key=order)
-    assert encoder_then != encoder  # the order differs from today's
-    names_then = [n for n in now if n.startswith("entity") or n.startswith("relation")] + encoder_then
-    names_then += [n for n in now if n.startswith("decoders.")]
-    model_then = {(old(n) if n.startswith("encoder.") else n): now[n].detach() for n in names_then}
-    optimizer_then = {
-        "state": {i: adam_now[n] for i, n in enumerate(names_then)},
-        "param_groups": optimizer.state_dict()["param_groups"],
-    }
-    first = "encoder.ef_convs.0." if era == "view-by-view" else "encoder.convs.0.ef_conv."
-    assert list(model_then)[2].startswith(first) and list(model_then)[-1].startswith("decoders.")
-
-    upgraded = upgrade_optimizer_state(model_then, optimizer_then, model)
-    for position, name in enumerate(now):
-        assert upgraded["state"][position] is adam_now[name], name

@@ -65,25 +65,6 @@ def test_only_the_fast_recipe_decays():
     assert TrainConfig(recipe="fast", weight_decay=0.0).weight_decay == 0.0
 
 
-def test_a_run_saved_before_the_option_keeps_training_without_decay(tmp_path):
-    """A fast-recipe run saved before the fast recipe had weight decay: its
-    settings lack the key, and resuming or describing it must not add 0.1."""
-    from torch_wge.plot import describe_run
-    from torch_wge.training.checkpoint import check_resumable
-
-    old = TrainConfig(recipe="fast", weight_decay=0.0).to_dict()
-    del old["weight_decay"]
-    assert TrainConfig.from_dict(old).weight_decay == 0.1  # what a new run of these options gets
-    assert TrainConfig.from_saved(old).weight_decay == 0.0
-    assert TrainConfig.from_saved({**old, "weight_decay": 0.1}).weight_decay == 0.1
-    resumed = TrainConfig.from_saved(old).to_dict()
-    check_resumable({"config": old}, resumed, tmp_path / "last.pt")  # nothing changes on resume
-    with pytest.raises(Exception, match="weight-decay 0.0 -> 0.1"):
-        check_resumable({"config": old}, TrainConfig.from_dict(old).to_dict(), tmp_path / "last.pt")
-    assert describe_run(old) == "codex-s, WGE, fast recipe, weight decay 0"
-    assert describe_run({**old, "weight_decay": 0.1}) == "codex-s, WGE, fast recipe"
-
-
 @pytest.mark.parametrize("decay", [-0.1, float("inf"), float("nan")])
 def test_bad_decay_is_refused(decay, capsys, small_config):
     with pytest.raises(ValueError, match="weight decay must be >= 0"):

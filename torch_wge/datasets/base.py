@@ -16,6 +16,7 @@ from torch_geometric.data import Data, InMemoryDataset, download_url
 from torch_geometric.data.data import BaseData
 
 from torch_wge import io
+from torch_wge.transforms.views import STORAGE_VERSION
 
 SPLIT_FILES = ("train.txt", "valid.txt", "test.txt")
 #: The keys of a processed vocabulary file.
@@ -199,7 +200,10 @@ class KnowledgeGraphDataset(InMemoryDataset):
     ``processed/<unseen>-<digest of repr(pre_transform)>``, so a changed
     pre-transform (e.g. another :obj:`beta` of
     :class:`~torch_wge.transforms.RelationFocusedTransform`) is processed
-    anew instead of silently reusing the old graph. The processed file names
+    anew instead of silently reusing the old graph; the digest also holds
+    the version of the views' stored layout
+    (:obj:`torch_wge.transforms.views.STORAGE_VERSION`), so a cache written
+    in another layout is never read. The processed file names
     hold a digest of the content of the raw files (split and label files),
     so an edited or added raw file is processed anew too. Processed files
     are written atomically and read with ``weights_only=True`` only (see
@@ -284,7 +288,8 @@ class KnowledgeGraphDataset(InMemoryDataset):
 
     @property
     def processed_dir(self) -> str:
-        digest = hashlib.md5(_repr(self.pre_transform).encode("utf-8")).hexdigest()[:10]
+        key = f"{_repr(self.pre_transform)} views-v{STORAGE_VERSION}"  # a changed view layout is processed anew
+        digest = hashlib.md5(key.encode("utf-8")).hexdigest()[:10]
         return osp.join(self.root, self.folder, "processed", f"{self.unseen}-{digest}")
 
     @property

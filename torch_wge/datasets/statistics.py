@@ -15,17 +15,21 @@ from torch_wge.transforms import (
 def dataset_statistics(data: Data, beta: float = 0.2) -> Dict[str, Any]:
     r"""Counts of a knowledge graph in any layout of
     :mod:`torch_wge.data.knowledge_graph` and of its graph views (built from
-    the training triples only; undirected edges are counted once).
+    the training triples only). Edge counts are of undirected edges, each
+    counted once (a view's ``edge_index`` holds both directions: twice as
+    many columns), and say so in their names.
 
     Keys:
         ``entities``, ``relations`` (inverses not counted),
         ``train_entities`` (entities occurring in a training triple),
         ``train``, ``valid``, ``test`` (triples),
-        ``ef_edges`` (entity-focused view),
+        ``ef_undirected_edges`` (entity-focused view),
         ``rf_nodes`` (:math:`|\mathcal{V}| + 2|\mathcal{R}|`, the node
-        layout), ``rf_nodes_with_edges``, ``rf_edges`` (relation-focused
-        view with :obj:`relation_edges=True`), ``rf_relation_entity_edges``,
-        ``rf_relation_relation_edges``, ``rf_constraints``,
+        layout), ``rf_nodes_with_edges``, ``rf_undirected_edges``
+        (relation-focused view with :obj:`relation_edges=True`), of which
+        ``rf_relation_entity_undirected_edges`` (the whole view with the
+        default :obj:`relation_edges=False`) and
+        ``rf_relation_relation_undirected_edges``, ``rf_constraints``,
         ``rf_constraints_kept``, ``rf_pairs``, ``rf_pairs_kept``,
         ``rf_cutoff`` (pair count at the cut-off, :obj:`None` when nothing
         is kept) and ``beta``.
@@ -62,12 +66,12 @@ def dataset_statistics(data: Data, beta: float = 0.2) -> Dict[str, Any]:
         "train": train.size(0),
         "valid": kg_triples(data, "val").size(0),
         "test": kg_triples(data, "test").size(0),
-        "ef_edges": ef.size(1) // 2,
+        "ef_undirected_edges": ef.size(1) // 2,
         "rf_nodes": num_nodes + 2 * num_relations,
         "rf_nodes_with_edges": int(torch.unique(rf[0]).numel()),
-        "rf_edges": rf.size(1) // 2,
-        "rf_relation_entity_edges": rf_upper.size(1) - relation_relation,
-        "rf_relation_relation_edges": relation_relation,
+        "rf_undirected_edges": rf.size(1) // 2,
+        "rf_relation_entity_undirected_edges": rf_upper.size(1) - relation_relation,
+        "rf_relation_relation_undirected_edges": relation_relation,
         "rf_constraints": constraints.num_constraints,
         "rf_constraints_kept": constraints.num_kept_constraints,
         "rf_pairs": constraints.num_pairs,

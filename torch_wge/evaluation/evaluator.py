@@ -28,6 +28,7 @@ from torch_wge.evaluation.kge import kge_score_fn
 from torch_wge.evaluation.ranks import RANK_TYPES, RankType, count_dtype, rank_counts
 from torch_wge.evaluation.results import HEAD, TAIL, LinkPredictionResults
 from torch_wge.utils.segments import expand_segments
+from torch_wge.utils.triples import add_inverse_triples, query_key
 
 __all__ = ["LinkPredictionEvaluator", "ScoreFn"]
 
@@ -112,14 +113,15 @@ class LinkPredictionEvaluator:
         self.triples = triples
         self.filtered = known_triples is not None
 
-        head, relation, tail = triples.unbind(1)
+        relation = triples[:, 1]
         num_triples = triples.size(0)
+        queries = add_inverse_triples(triples, self.num_relations)
         #: Entity of each query, ``[Q]``.
-        self.query_entity = torch.cat([head, tail])
+        self.query_entity = queries[:, 0]
         #: Relation of each query in ``[0, 2R)`` (``r + R`` for head queries), ``[Q]``.
-        self.query_relation = torch.cat([relation, relation + self.num_relations])
+        self.query_relation = queries[:, 1]
         #: Entity to rank, ``[Q]``.
-        self.query_target = torch.cat([tail, head])
+        self.query_target = queries[:, 2]
         #: ``0`` (tail query) or ``1`` (head query), ``[Q]``.
         self.query_side = torch.cat([torch.full((num_triples,), TAIL), torch.full((num_triples,), HEAD)])
         #: KG relation id :math:`r \in [0, R)` of each query, ``[Q]``.
@@ -160,11 +162,9 @@ class LinkPredictionEvaluator:
     # --------------------------------------------------------------- filter
     def _build_filter(self, known: Tensor) -> None:
         num_entities, num_rel2 = self.num_entities, 2 * self.num_relations
-        head, relation, tail = known.unbind(1)
-        # Known answers of (entity, relation) for both directions, keyed by
-        # entity * 2R + relation.
-        key = torch.cat([head * num_rel2 + relation, tail * num_rel2 + relation + self.num_relations])
-        answer = torch.cat([tail, head])
+        # Known answers of (entity, relation) for both directions, by query key
+        known = add_inverse_triples(known, self.num_relations)
+        key, answer = query_key(known[:, 0], known[:, 1], self.num_relations), known[:, 2]
         if num_entities * num_entities * num_rel2 < 2**62:
             pair = torch.unique(key * num_entities + answer)  # sorted, duplicates removed
             key, answer = pair // num_entities, pair % num_entities
@@ -174,14 +174,14 @@ class LinkPredictionEvaluator:
         group_key, group_count = torch.unique_consecutive(key, return_counts=True)
         group_start = torch.cumsum(group_count, 0) - group_count
 
-        query_key = self.query_entity * num_rel2 + self.query_relation
-        num_queries = query_key.numel()
+        keys = query_key(self.query_entity, self.query_relation, self.num_relations)
+        num_queries = keys.numel()
         if group_key.numel() == 0:
             start = torch.zeros(num_queries, dtype=torch.long)
             count = torch.zeros(num_queries, dtype=torch.long)
         else:
-            pos = torch.searchsorted(group_key, query_key).clamp_(max=group_key.numel() - 1)
-            found = group_key[pos] == query_key
+            pos = torch.searchsorted(group_key, keys).clamp_(max=group_key.numel() - 1)
+            found = group_key[pos] == keys
             start = torch.where(found, group_start[pos], 0)
             count = torch.where(found, group_count[pos], 0)
         #: Known answers of all (entity, relation) groups, sorted within a group, ``[M]``.
@@ -215,7 +215,7 @@ class LinkPredictionEvaluator:
         argument of :func:`~torch_wge.evaluation.filtered_ranks`, ``[2, F]``."""
         start, stop = self._check_range(start, stop)
         rows, cols = self._filter_pairs(start, stop, self._tensors_on(torch.device("cpu")))
-        if rows is None:
+        if rows is None or cols is None:
             return torch.empty((2, 0), dtype=torch.long)
         keep = cols != self.query_target[start:stop][rows]
         return torch.stack([rows[keep], cols[keep]])

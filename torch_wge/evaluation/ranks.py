@@ -125,7 +125,7 @@ def rank_counts(
         at_least[nan_rows] = float(num_entities)
 
     num_candidates = torch.full((num_rows,), float(num_entities), dtype=dtype, device=device)
-    if filter_row is not None and filter_row.numel() > 0:
+    if filter_row is not None and filter_col is not None and filter_row.numel() > 0:
         keep = filter_col != targets[filter_row]
         filter_row = filter_row[keep]
         filter_col = filter_col[keep]

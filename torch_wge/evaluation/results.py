@@ -299,7 +299,7 @@ class LinkPredictionResults:
             header,
         ]
         for side in SIDES:
-            out.append(line(side, self.metric("count", side), {m: self.metric(m, side) for m in METRICS}))
+            out.append(line(side, int(self.metric("count", side)), {m: self.metric(m, side) for m in METRICS}))
         if per_relation:
             rows = self.per_relation()
             count = {row["relation"]: row["count"] for row in rows if row["side"] == "both"}

@@ -9,17 +9,20 @@ import torch.distributed as dist
 from torch import Tensor
 
 
-def chunk_shard_bounds(size: int, chunk: int, rank: int, world_size: int) -> Tuple[int, int]:
+def shard_bounds(size: int, rank: int, world_size: int, chunk: int = 1) -> Tuple[int, int]:
     r"""The contiguous part ``[start, stop)`` of ``range(size)`` of process
     ``rank`` of ``world_size``, made of whole chunks of ``chunk`` items (the
     last chunk may be shorter; the numbers of chunks of two parts differ by at
     most one), so that a part processed chunk by chunk from its start meets
-    exactly the chunks of ``range(size)`` processed from 0.
+    exactly the chunks of ``range(size)`` processed from 0. With
+    :obj:`chunk=1` the part sizes differ by at most one.
 
     Example:
-        >>> [chunk_shard_bounds(10, 3, rank, 2) for rank in range(2)]
+        >>> [shard_bounds(5, rank, 2) for rank in range(2)]
+        [(0, 2), (2, 5)]
+        >>> [shard_bounds(10, rank, 2, chunk=3) for rank in range(2)]
         [(0, 6), (6, 10)]
-        >>> [chunk_shard_bounds(10, 16, rank, 2) for rank in range(2)]
+        >>> [shard_bounds(10, rank, 2, chunk=16) for rank in range(2)]
         [(0, 0), (0, 10)]
     """
     num_chunks = -(-size // chunk)
@@ -32,7 +35,7 @@ def sharded_ranks(
 ) -> Tensor:
     r"""Ranks of all queries of a
     :class:`~torch_wge.evaluation.LinkPredictionEvaluator`, each process of
-    ``group`` (default: all) ranking its part (:func:`chunk_shard_bounds`)
+    ``group`` (default: all) ranking its part (:func:`shard_bounds`)
     with ``evaluator.compute_ranks(score_fn, batch_size, start, stop, **kwargs)``;
     returns all ranks, in query order, on the CPU of every process (for
     ``evaluator.summarize``). Call it in every process; without an
@@ -50,7 +53,7 @@ def sharded_ranks(
     if world_size == 1:
         return evaluator.compute_ranks(score_fn, batch_size, **kwargs)
     rank = dist.get_rank(group)
-    bounds = [chunk_shard_bounds(evaluator.num_queries, batch_size, r, world_size) for r in range(world_size)]
+    bounds = [shard_bounds(evaluator.num_queries, r, world_size, chunk=batch_size) for r in range(world_size)]
     local = evaluator.compute_ranks(score_fn, batch_size, *bounds[rank], **kwargs)
     sizes = [stop - start for start, stop in bounds]
     padded = torch.zeros(max(max(sizes), 1), dtype=local.dtype, device=device)  # all_gather wants equal sizes

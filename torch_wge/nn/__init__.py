@@ -1,6 +1,6 @@
 from torch_wge.nn.conv import QuaternionGCNConv, TwoViewConv
+from torch_wge.nn.decoders import QuatEDecoder
 from torch_wge.nn.dense import QuaternionLinear
-from torch_wge.nn.kge import QuatEDecoder
 from torch_wge.nn.models import WGE, EncodedGraph, TwoViewEncoder
 
 __all__ = [

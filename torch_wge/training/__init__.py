@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the same names as _MODULE_
     from torch_wge.training.export import export_embeddings, load_embeddings  # noqa: F401
     from torch_wge.training.inference import evaluate_checkpoint, evaluate_model, load_trained, predict, predict_query  # noqa: F401
     from torch_wge.training.model import build_model, resolve_device  # noqa: F401
-    from torch_wge.training.queries import TrainingQueries, add_inverse_triples  # noqa: F401
+    from torch_wge.training.queries import TrainingQueries  # noqa: F401
     from torch_wge.training.trackers import TensorBoardTracker, Tracker  # noqa: F401
     from torch_wge.training.trainer import Trainer  # noqa: F401
 
@@ -31,7 +31,6 @@ _MODULE_OF = {
     "open_dataset": "data",
     "split_triples": "data",
     "TrainingQueries": "queries",
-    "add_inverse_triples": "queries",
     "Trainer": "trainer",
     "Tracker": "trackers",
     "TensorBoardTracker": "trackers",

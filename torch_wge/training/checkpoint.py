@@ -10,7 +10,6 @@ import torch
 from torch import Tensor
 
 from torch_wge import io
-from torch_wge.nn.models.two_view_encoder import current_key
 from torch_wge.training.config import TrainConfig
 
 FORMAT = "torch_wge-checkpoint-v1"
@@ -38,7 +37,7 @@ def content_digest(value: Any) -> str:
         if isinstance(item, Tensor):
             flat = item.detach().cpu().contiguous().reshape(-1)
             digest.update(f"tensor {flat.dtype} {tuple(item.shape)}\n".encode())
-            digest.update(flat.view(torch.uint8).numpy())
+            digest.update(flat.view(torch.uint8).numpy())  # type: ignore[arg-type]  # numpy stubs: ndarray is a Buffer only from Python 3.12
         elif isinstance(item, dict):
             digest.update(f"dict {len(item)}\n".encode())
             for key, entry in item.items():
@@ -154,7 +153,7 @@ def check_resumable(state: Dict[str, Any], config: Dict[str, Any], path) -> None
     """Raises :class:`CheckpointError` listing every setting that a resume
     would change, other than :data:`RESUMABLE_CHANGES`: the run would
     otherwise record values its earlier epochs did not use."""
-    before = TrainConfig.from_saved(state["config"]).to_dict()  # settings added since: the values it ran with
+    before = TrainConfig.from_dict(state["config"]).to_dict()
     differences = [
         f"--{key.replace('_', '-')} {before.get(key)!r} -> {config.get(key)!r}"
         for key in config
@@ -165,28 +164,3 @@ def check_resumable(state: Dict[str, Any], config: Dict[str, Any], path) -> None
             f"cannot resume {path} with changed settings ({'; '.join(differences)}); "
             f"only {', '.join(RESUMABLE_CHANGES)} may change: start a new run in another --out"
         )
-
-
-def upgrade_optimizer_state(model_state: Dict[str, Any], optimizer_state: Dict[str, Any], model) -> Dict[str, Any]:
-    """The optimiser state of a checkpoint in the parameter order of ``model``.
-
-    An optimiser's state is keyed by the position of each parameter in
-    ``model.parameters()``. Checkpoints written before the encoder became a
-    stack of :class:`~torch_wge.nn.TwoViewConv` layers list its parameters
-    view by view (``ef_convs.0``, ``ef_convs.1``, ..., ``rf_convs.0``, ...),
-    and those written before each layer did its own message passing list
-    ``ef_conv.weight, ef_conv.bias, ef_norm.*, ...`` where a layer now
-    registers ``ef_bias, rf_bias, ef_lin.weight, ef_norm.*, ...``. Their state is
-    moved to the positions of the same parameters today (see
-    :func:`~torch_wge.nn.models.two_view_encoder.current_key`); a checkpoint
-    in today's order is returned unchanged."""
-    names_now = [name for name, _ in model.named_parameters()]
-    parameters = set(names_now)
-    # a state dict lists parameters in their order of registration
-    order_then = [name for name in map(current_key, model_state) if name in parameters]
-    if order_then == names_now:
-        return optimizer_state
-    position_then = {name: i for i, name in enumerate(order_then)}
-    state = optimizer_state["state"]
-    moved = {now: state[position_then[name]] for now, name in enumerate(names_now) if position_then[name] in state}
-    return {**optimizer_state, "state": moved}

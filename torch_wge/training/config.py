@@ -1,10 +1,10 @@
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 #: Choices of the settings that take a name: the keys of
-#: :data:`torch_wge.nn.models.wge.VIEWS`, :data:`torch_wge.nn.kge.loss.OBJECTIVES`
+#: :data:`torch_wge.nn.models.wge.VIEWS`, :data:`torch_wge.nn.decoders.loss.OBJECTIVES`
 #: and :data:`torch_wge.training.precision.PRECISIONS` (a test checks that they
 #: agree), named here so that reading settings (and ``torch-wge train --help``)
 #: imports neither torch nor PyG.
@@ -65,10 +65,12 @@ RECIPES: Dict[str, Dict[str, Any]] = {
     "large": {**_FAST, "epochs": 80, "warmup_epochs": 1, "candidates": 2000, "eval_every": 2, "weight_decay": 0.0},
 }
 
-#: Settings added to a recipe after runs were saved, each with the value every
-#: run saved before it trained with: a saved run's settings without one (an
-#: older ``config.json`` or checkpoint) take this value, not the recipe's.
-ADDED_SETTINGS: Dict[str, Any] = {"weight_decay": 0.0}
+
+def setting(default: Any, help: str) -> Any:
+    """A :class:`TrainConfig` field with its help text, the one the command
+    line's option shows (``dataclasses.fields(TrainConfig)[i].metadata["help"]``)."""
+    return field(default=default, metadata={"help": help})
+
 
 #: Learning rate of each recipe on CoDEx-L, where the research code used a smaller one.
 CODEX_L_LR = {"paper": 1e-4}
@@ -79,8 +81,11 @@ class TrainConfig:
     r"""Every setting of a training run.
 
     Model settings default to the paper's best on CoDEx-S (:math:`K = 2`,
-    256 real channels, :math:`\alpha_0 = 0.9`, :math:`\beta = 0.2`). The
-    optimisation settings left ``None`` are filled in from :obj:`recipe`
+    64 quaternions per embedding, i.e. 256 real numbers, :math:`\alpha_0 = 0.9`,
+    :math:`\beta = 0.2`). :obj:`hidden_channels` counts quaternions, as the
+    models (:class:`~torch_wge.nn.WGE`) and PyG's KGE models count their
+    units. The
+    optimisation settings not given (or given as ``None``) are filled in from :obj:`recipe`
     (``"fast"`` unless named; see :data:`RECIPES`); a value given explicitly always wins, so
     ``TrainConfig(recipe="paper", epochs=300)`` is the paper's recipe cut to
     300 epochs.
@@ -109,38 +114,88 @@ class TrainConfig:
     recipe, :obj:`0` (plain Adam) in the others.
     """
 
-    dataset: str = "codex-s"
-    root: str = "data"
-    recipe: str = "fast"
-    epochs: Optional[int] = None
-    batch_size: Optional[int] = None
-    lr: Optional[float] = None
-    schedule: Optional[str] = None
-    warmup_epochs: Optional[int] = None
-    objective: Optional[str] = None
-    candidates: Optional[int] = None
-    label_smoothing: Optional[float] = None
-    dropout: Optional[float] = None
-    grad_clip: Optional[float] = None
-    n3: Optional[float] = None
-    relation_prediction: Optional[float] = None
-    eval_every: Optional[int] = None
-    ema_decay: Optional[float] = None
-    weight_decay: Optional[float] = None
-    channels: int = 256
-    num_layers: int = 2
-    alpha0: float = 0.9
-    beta: float = 0.2
-    predicate_entities: bool = True
-    relation_edges: bool = False
-    views: str = "two-view"
-    conv: str = "quaternion"
-    eval_batch_size: int = 1024
-    patience: Optional[int] = None
-    time_limit: Optional[float] = None
-    precision: str = "float32"
-    seed: int = 0
-    device: Optional[str] = None
+    dataset: str = setting(
+        "codex-s",
+        "dataset name (codex-s, codex-m, codex-l, litwd1k, litwd19k, litwd48k, fb15k-237) or a folder of "
+        "train/valid/test.txt",
+    )
+    root: str = setting("data", "folder where datasets are downloaded and cached")
+    recipe: str = setting(
+        "fast",
+        "training recipe: 'fast' (larger learning rate, warm-up, cosine decay, weight decay, 500 epochs), "
+        "'paper' (the paper's setting: 3000 epochs) or 'large' (the fast recipe for graphs of CoDEx-M's size:"
+        " 80 epochs, sampled softmax); explicit options override it",
+    )
+    epochs: int = setting(None, "number of training epochs")
+    batch_size: int = setting(
+        None,
+        "(head, relation) queries per batch, at least 2 (a lone last query joins the batch before it)",
+    )
+    lr: float = setting(None, "Adam learning rate (the peak of the schedule)")
+    schedule: str = setting(
+        None,
+        "learning-rate schedule: constant, or cosine (linear warm-up, then cosine decay to 0 at the last epoch)",
+    )
+    warmup_epochs: int = setting(None, "epochs of linear warm-up of the cosine schedule")
+    objective: str = setting(
+        None,
+        "training loss: bce (1-N binary cross-entropy, the paper's), softmax (1-vs-all cross-entropy, one "
+        "example per answer), kl (the same, one example per query) or filtered-softmax (one example per "
+        "answer, the query's other answers left out of its candidates)",
+    )
+    candidates: int = setting(
+        None,
+        "with --objective softmax: score each batch against its answers and this many entities drawn for it "
+        "(a sampled softmax, for large graphs) instead of all entities, 0 for all; evaluation ranks all",
+    )
+    label_smoothing: float = setting(None, "label smoothing epsilon of the 1-N targets")
+    dropout: float = setting(None, "dropout on each decoder's query")
+    grad_clip: float = setting(None, "gradient-norm clipping threshold (0: off)")
+    n3: float = setting(
+        None,
+        "weight of the N3 regulariser on the embeddings of each batch's triples (0: off)",
+    )
+    relation_prediction: float = setting(
+        None,
+        "weight of relation prediction as an auxiliary objective (0: off)",
+    )
+    eval_every: int = setting(None, "validate every this many epochs")
+    ema_decay: float = setting(
+        None,
+        "decay of an exponential moving average of the weights per optimiser step, used for validation, the "
+        "best checkpoint and test (0: off, the trained weights)",
+    )
+    weight_decay: float = setting(
+        None,
+        "AdamW's decoupled weight decay: each step shrinks every parameter by lr * this before the Adam "
+        "update (0: off, plain Adam)",
+    )
+    hidden_channels: int = setting(64, "size of every embedding in quaternions (4 real numbers each)")
+    num_layers: int = setting(2, "encoder layers K (0: plain QuatE)")
+    alpha0: float = setting(0.9, "weight of layer 0 in the score; the others get (1 - alpha0) / K")
+    beta: float = setting(0.2, "fraction of (r_s, r_o) relation pairs whose RF constraints are kept, in [0, 1]")
+    predicate_entities: bool = setting(True, "use predicate entities in the relation-focused view (off: ablation 1)")
+    relation_edges: bool = setting(
+        False,
+        "add r_s - r_o edges to the relation-focused view (the published code does not)",
+    )
+    views: str = setting("two-view", "two-view (WGE) or an ablation: entity, relation, levi")
+    conv: str = setting("quaternion", "quaternion (QGNN) or gcn (ablation 2)")
+    eval_batch_size: int = setting(1024, "queries scored at once during evaluation")
+    patience: Optional[int] = setting(None, "stop after this many validations without improvement (default: never)")
+    time_limit: Optional[float] = setting(
+        None,
+        "stop training after the epoch in which this many minutes of training and validation have passed, "
+        "then evaluate the best checkpoint (a stopped run resumes with --resume) (default: no limit)",
+    )
+    precision: str = setting(
+        "float32",
+        "float32; tf32 (TensorFloat-32 matmuls on CUDA, training and evaluation); bf16 (bfloat16 operands for"
+        " the training loss's scoring matmuls, the bulk of an epoch; slower on CPUs without bf16 "
+        "instructions)",
+    )
+    seed: int = setting(0, "random seed")
+    device: Optional[str] = setting(None, "cpu, cuda, cuda:1, ... (default: cuda when available)")
 
     def __post_init__(self):
         if self.recipe not in RECIPES:
@@ -155,10 +210,7 @@ class TrainConfig:
     def validate(self) -> None:
         """Raises :class:`ValueError` with a one-line message on a bad setting."""
         checks = [
-            (
-                self.channels > 0 and self.channels % 4 == 0,
-                f"channels must be a positive multiple of 4, got {self.channels}",
-            ),
+            (self.hidden_channels > 0, f"hidden channels must be positive, got {self.hidden_channels}"),
             (0.0 <= self.beta <= 1.0, f"beta must be in [0, 1], got {self.beta}"),
             (self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}"),
             (
@@ -225,21 +277,21 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+        """The settings ``values`` names (the others take their defaults).
 
-    @classmethod
-    def from_saved(cls, values: dict) -> "TrainConfig":
-        """The settings of a saved run (its ``config.json`` or a checkpoint's):
-        :meth:`from_dict`, with each of :data:`ADDED_SETTINGS` the saved values
-        lack set to the value the run trained with."""
-        return cls.from_dict({**ADDED_SETTINGS, **values})
+        Raises:
+            ValueError: naming the keys that are no setting.
+        """
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown setting(s) {', '.join(map(repr, unknown))}")
+        return cls(**values)
 
     #: Settings that change the model's parameters or graph; a checkpoint made
     #: under other values of these cannot be resumed or evaluated here.
     MODEL_KEYS = (
         "dataset",
-        "channels",
+        "hidden_channels",
         "num_layers",
         "alpha0",
         "views",
@@ -248,3 +300,13 @@ class TrainConfig:
         "predicate_entities",
         "relation_edges",
     )
+
+
+def setting_help(name: str) -> str:
+    """The help text of the :class:`TrainConfig` setting ``name``.
+
+    Example:
+        >>> setting_help("hidden_channels")
+        'size of every embedding in quaternions (4 real numbers each)'
+    """
+    return TrainConfig.__dataclass_fields__[name].metadata["help"]

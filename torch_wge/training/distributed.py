@@ -51,17 +51,16 @@ import atexit
 import hashlib
 import os
 import pickle
-import warnings
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Callable, Optional, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_wge.evaluation import sharding
-from torch_wge.nn import norm
+from torch_wge.evaluation.sharding import shard_bounds
+from torch_wge.nn import WGE
 from torch_wge.training.model import resolve_device
 
 __all__ = [
@@ -69,44 +68,10 @@ __all__ = [
     "BatchLoss",
     "dropout_seed",
     "is_collective_failure",
-    "shard_bounds",
     "wrap_data_parallel",
 ]
 
-#: Names that moved, kept importable from here for one release.
-_MOVED = {
-    "SyncedBatchNorm1d": ("torch_wge.nn.norm.SyncedBatchNorm1d", norm.SyncedBatchNorm1d),
-    "chunk_shard_bounds": ("torch_wge.evaluation.sharding.chunk_shard_bounds", sharding.chunk_shard_bounds),
-    "sharded_ranks": ("torch_wge.evaluation.sharding.sharded_ranks", sharding.sharded_ranks),
-    "sync_decoder_batch_norm": (
-        "torch_wge.nn.norm.SyncedBatchNorm1d.convert(model.decoders, group)",
-        lambda model, process_group=None: norm.SyncedBatchNorm1d.convert(model.decoders, process_group),
-    ),
-}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        new_name, value = _MOVED[name]
-        warnings.warn(
-            f"torch_wge.training.distributed.{name} is deprecated; use {new_name}", DeprecationWarning, stacklevel=2
-        )
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 T = TypeVar("T")
-
-
-def shard_bounds(size: int, rank: int, world_size: int) -> Tuple[int, int]:
-    r"""The contiguous part ``[start, stop)`` of ``range(size)`` of process
-    ``rank`` of ``world_size``; part sizes differ by at most one.
-
-    Example:
-        >>> [shard_bounds(5, rank, 2) for rank in range(2)]
-        [(0, 2), (2, 5)]
-    """
-    return size * rank // world_size, size * (rank + 1) // world_size
 
 
 def dropout_seed(seed: int, epoch: int, rank: int) -> int:
@@ -131,10 +96,10 @@ def is_collective_failure(error: BaseException) -> bool:
 
 def _process_device(device: Optional[str], local_rank: int) -> torch.device:
     """``cuda:LOCAL_RANK`` for a CUDA run of several processes, else ``device``."""
-    device = resolve_device(device)
-    if device.type != "cuda":
-        return device
-    if device.index is not None:
+    resolved = resolve_device(device)
+    if resolved.type != "cuda":
+        return resolved
+    if resolved.index is not None:
         raise ValueError(
             f"under torchrun every process uses cuda:LOCAL_RANK; got device {device}. "
             f"Pass --device cuda (or no --device) instead"
@@ -218,8 +183,10 @@ class DistributedContext:
         backend = backend or ("nccl" if process_device.type == "cuda" else "gloo")
         if process_device.type == "cuda":
             torch.cuda.set_device(process_device)
-        kwargs = {"timeout": timeout} if timeout is not None else {}
-        dist.init_process_group(backend, rank=rank, world_size=world_size, **kwargs)
+        if timeout is None:
+            dist.init_process_group(backend, rank=rank, world_size=world_size)
+        else:
+            dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timeout)
         atexit.register(_destroy_process_group)
         return cls(rank, world_size, local_rank, process_device, backend)
 
@@ -235,7 +202,7 @@ class DistributedContext:
         return self.rank == 0
 
     def shard(self, size: int) -> Tuple[int, int]:
-        """This process's contiguous part of ``range(size)`` (:func:`shard_bounds`)."""
+        """This process's contiguous part of ``range(size)`` (:func:`~torch_wge.evaluation.sharding.shard_bounds`)."""
         return shard_bounds(size, self.rank, self.world_size)
 
     # -------------------------------------------------------- collectives
@@ -266,7 +233,7 @@ class DistributedContext:
         machine only)."""
         if not self.enabled:
             return fn()
-        payload = [None]
+        payload: List[Any] = [None]
         if self.is_main:
             try:
                 payload[0] = (True, fn())
@@ -289,7 +256,6 @@ class DistributedContext:
         if not self.enabled:
             return fn()
         turn = 0 if self.is_main else (1 if self.local_rank == 0 else 2)
-        result = None
         for phase in range(3):
             if phase == turn:
                 result = fn()
@@ -302,7 +268,7 @@ class BatchLoss(torch.nn.Module):
     r"""The training loss of a batch as a module, for
     :class:`~torch.nn.parallel.DistributedDataParallel` (whose hooks run on
     ``forward``): encodes the whole graph, then returns
-    ``scale * model.loss(...)`` for the given queries.
+    ``scale * model.query_loss(...)`` for the given queries.
 
     With no queries (an empty part of a sharded batch) it returns zero times
     the scores of the empty batch, so that every parameter still receives a
@@ -313,14 +279,14 @@ class BatchLoss(torch.nn.Module):
         model (WGE): The model.
         graph_inputs (dict): The adjacency arguments of ``model.encode``.
         matmul_dtype (torch.dtype, optional): Dtype of the loss's scoring
-            matmuls (see :meth:`WGE.loss`). (default: :obj:`None`)
+            matmuls (see :meth:`WGE.query_loss`). (default: :obj:`None`)
 
     Shapes:
         - **input:** ``heads [B_j]``, ``relations [B_j]``, ``positives [2, P_j]``
         - **output:** a scalar
     """
 
-    def __init__(self, model: torch.nn.Module, graph_inputs: dict, matmul_dtype: Optional[torch.dtype] = None):
+    def __init__(self, model: WGE, graph_inputs: dict, matmul_dtype: Optional[torch.dtype] = None):
         super().__init__()
         self.model = model
         self.graph_inputs = graph_inputs
@@ -330,7 +296,7 @@ class BatchLoss(torch.nn.Module):
         encoded = self.model.encode(**self.graph_inputs)
         if heads.numel() == 0:
             return self.model.layer_scores(encoded, heads, relations).sum() * 0.0
-        loss = self.model.loss(encoded, heads, relations, positives, self.matmul_dtype)
+        loss = self.model.query_loss(encoded, heads, relations, positives, self.matmul_dtype)
         return loss if scale == 1.0 else loss * scale
 
 

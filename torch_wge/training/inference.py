@@ -131,7 +131,7 @@ def _index(
         if str(name).isdigit() and int(name) < count:
             return int(name)
         raise ValueError(f"{kind} {name!r} must be an id in [0, {count}) of the graph passed as data")
-    if name in names:
+    if isinstance(name, str) and name in names:
         return names.index(name)
     plural = "entities" if kind == "entity" else f"{kind}s"
     labelled = [i for i, label in enumerate(labels or ()) if label == name]

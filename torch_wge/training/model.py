@@ -37,7 +37,7 @@ def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.devic
     """Raises :class:`ValueError` when the model's parameters with their
     gradients and Adam state (a lower bound of what training needs) exceed
     the memory of ``device``."""
-    c = config.channels
+    c = 4 * config.hidden_channels  # real numbers per embedding
     embeddings = (graph["num_entities"] + 2 * graph["num_relations"]) * c
     layers = config.num_layers * c * c // 4
     needed = 16 * (embeddings + layers)  # float32 weights, gradients and two Adam moments
@@ -47,7 +47,8 @@ def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.devic
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if needed > available:
         # the option whose parameters are the larger part
-        cause = f"num_layers {config.num_layers} (channels {c})" if layers > embeddings else f"channels {c}"
+        size = f"hidden_channels {config.hidden_channels}"
+        cause = f"num_layers {config.num_layers} ({size})" if layers > embeddings else size
         raise ValueError(
             f"{cause}: the model needs at least {needed / 2**30:.1f} GiB for its parameters, "
             f"gradients and optimiser state, more than the {available / 2**30:.1f} GiB of {device}"
@@ -55,11 +56,24 @@ def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.devic
 
 
 def build_model(config: TrainConfig, data: Data) -> WGE:
-    """The :class:`~torch_wge.nn.WGE` model that ``config`` describes, for ``data``'s sizes."""
+    """The :class:`~torch_wge.nn.WGE` model that ``config`` describes, for
+    ``data``'s sizes: the one mapping of the settings to the model, used by
+    the trainer, by inference from checkpoints and by scripts that train a
+    model in their own loop. The graph settings (:obj:`beta`,
+    :obj:`predicate_entities`, :obj:`relation_edges`) shape ``data``'s views
+    instead (:func:`~torch_wge.training.graph_transform`); the optimisation
+    settings are the training loop's.
+
+    Example:
+        >>> from torch_wge.testing import random_kg
+        >>> model = build_model(TrainConfig(hidden_channels=4, num_layers=1), random_kg(10, 2, 30, seed=0))
+        >>> model.hidden_channels, model.num_layers, model.entity_embedding.weight.shape
+        (4, 1, torch.Size([10, 16]))
+    """
     return WGE(
         int(data.num_nodes),
         num_kg_relations(data),
-        hidden_channels=config.channels // 4,
+        hidden_channels=config.hidden_channels,
         num_layers=config.num_layers,
         alpha0=config.alpha0,
         dropout=config.dropout,

@@ -18,7 +18,7 @@ class Precision(NamedTuple):
 #: on; the CPU is not affected), during training and evaluation.
 #: ``"bf16"``: the scoring matmuls of the training loss, most of an epoch's
 #: FLOPs, take bfloat16 operands (the logits, the loss and the gradients stay
-#: float32; see :func:`~torch_wge.nn.kge.loss.one_to_n_loss`); the encoder
+#: float32; see :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`); the encoder
 #: and evaluation stay float32. Fast on GPUs with bf16 tensor cores; on a CPU
 #: without bf16 instructions it is slower than float32.
 PRECISIONS: Dict[str, Precision] = {

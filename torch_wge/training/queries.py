@@ -6,15 +6,7 @@ from torch import Tensor
 from torch_geometric.utils import cumsum
 
 from torch_wge.utils.segments import expand_segments
-
-
-def add_inverse_triples(triples: Tensor, num_relations: int) -> Tensor:
-    r"""Appends the inverse :math:`(t, r + R, h)` of every triple :math:`(h, r, t)`.
-
-    Shapes: ``triples [T, 3]`` gives ``[2T, 3]``.
-    """
-    inverse = torch.stack([triples[:, 2], triples[:, 1] + num_relations, triples[:, 0]], dim=1)
-    return torch.cat([triples, inverse], dim=0)
+from torch_wge.utils.triples import add_inverse_triples, query_from_key, query_key
 
 
 class TrainingQueries:
@@ -36,11 +28,10 @@ class TrainingQueries:
 
     def __init__(self, triples: Tensor, num_entities: int, num_relations: int):
         triples = torch.unique(add_inverse_triples(triples.long(), num_relations), dim=0)
-        key = triples[:, 0] * (2 * num_relations) + triples[:, 1]  # sorted, as unique sorts rows
-        query_key, counts = torch.unique_consecutive(key, return_counts=True)
+        keys = query_key(triples[:, 0], triples[:, 1], num_relations)  # sorted, as unique sorts rows
+        keys, counts = torch.unique_consecutive(keys, return_counts=True)
         self.num_entities = num_entities
-        self.heads = torch.div(query_key, 2 * num_relations, rounding_mode="floor")
-        self.relations = query_key % (2 * num_relations)
+        self.heads, self.relations = query_from_key(keys, num_relations)
         self.answer_ptr = cumsum(counts)
         self.answers = triples[:, 2].contiguous()
 

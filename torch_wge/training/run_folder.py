@@ -1,14 +1,26 @@
-"""The run folder of a training run: its lock and its append-only log."""
+"""The run folder of a training run: its lock, opening it for a new or a
+resumed run, the repair of ``best.pt`` after a kill, and its append-only log."""
 
+import errno
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from torch_wge import io
+from torch_wge.training.checkpoint import CheckpointError, save_checkpoint
+from torch_wge.training.trackers import Tracker, report
 
 
 class RunFolderBusy(RuntimeError):
     """Another process is training into the same run folder."""
+
+
+class RunFolderHoldsRun(FileExistsError):
+    """A new run was asked for in a folder that already holds one (``folder``)."""
+
+    def __init__(self, folder: Path):
+        super().__init__(f"{folder} already holds a run; fit(resume=True) continues it, or choose another out_dir")
+        self.folder = folder
 
 
 class RunLock(io.FolderLock):
@@ -67,3 +79,141 @@ def truncate_log(path: Union[str, Path], epoch: int) -> None:
 def append_record(path: Union[str, Path], record: Dict[str, Any]) -> None:
     """Appends one record to a ``log.jsonl``."""
     io.append_line(path, json.dumps(record))
+
+
+def open_run_folder(folder: Path, resume: bool) -> RunLock:
+    """Creates the run folder ``folder``, takes its lock and removes the
+    temporary files that killed writes left there; returns the lock, held.
+    A resumed run needs the folder's ``last.pt``; a new one a folder without
+    it, from which the files of a run killed before its first checkpoint are
+    removed.
+
+    Raises:
+        NotADirectoryError: when ``folder`` is a file.
+        RunFolderBusy: when another process holds the lock.
+        CheckpointError: for a resume without ``last.pt``.
+        RunFolderHoldsRun: for a new run in a folder with ``last.pt``.
+    """
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "is a file, not a run folder", str(folder))
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(folder)
+    lock.acquire()
+    try:
+        io.remove_stale_temporaries(folder)
+        last = folder / "last.pt"
+        if resume and not last.is_file():
+            raise CheckpointError(f"nothing to resume: {last} does not exist (start without --resume)")
+        if not resume and last.exists():
+            raise RunFolderHoldsRun(folder)
+        if not resume:
+            for name in ("log.jsonl", "best.pt", "results.json"):
+                (folder / name).unlink(missing_ok=True)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def repair_best(
+    folder: Path,
+    last: Dict[str, Any],
+    held_epoch: Callable[[Path], int],
+    best_checkpoint: Callable[[Dict[str, Any], int, Dict[str, float]], Dict[str, Any]],
+) -> None:
+    """Makes the folder's ``best.pt`` hold the best epoch that ``last.pt``
+    (its state ``last``) names: a kill between writing ``last.pt`` and
+    ``best.pt`` left the previous best there, and ``last.pt`` of that epoch
+    holds the new best weights (``best_model``) and their validation metrics
+    (``best_valid``).
+
+    Args:
+        folder (Path): The run folder.
+        last (dict): The checked state of its ``last.pt``.
+        held_epoch (callable): The epoch of the ``best.pt`` at a path, read and checked.
+        best_checkpoint (callable): The content of ``best.pt`` for
+            ``(weights, epoch, validation metrics)``.
+
+    Raises:
+        CheckpointError: when the best weights are in neither file.
+    """
+    epoch, path = last["best"]["epoch"], folder / "best.pt"
+    if epoch is None:
+        return
+    held: Optional[int] = held_epoch(path) if path.is_file() else None
+    if held == epoch:
+        return
+    if last.get("best_model") is None or last["epoch"] != epoch:
+        raise CheckpointError(
+            f"{path} holds epoch {held} but {folder / 'last.pt'} names epoch {epoch} as the best; "
+            f"the best weights are lost: start a new run"
+        )
+    save_checkpoint(best_checkpoint(last["best_model"], epoch, last["best_valid"]), path)
+
+
+class RunLog:
+    r"""The ``log.jsonl`` of a run, one JSON object a line: an ``"epoch"``
+    record per trained epoch, an ``"eval"`` record per validation and a
+    ``"final"`` one with the best checkpoint's metrics. Only the writing
+    process (rank 0) writes; in the others every call does nothing. The
+    epoch and validation records also go to ``trackers``
+    (:func:`~torch_wge.training.trackers.report`).
+
+    Args:
+        path (Path): The log file.
+        enabled (bool, optional): Whether this process writes. (default: :obj:`True`)
+        trackers (list of Tracker, optional): Where the writing process also
+            reports the run. (default: none)
+    """
+
+    def __init__(self, path: Path, enabled: bool = True, trackers: Sequence[Tracker] = ()):
+        self.path = path
+        self.enabled = enabled
+        self.trackers = list(trackers) if enabled else []
+
+    def _append(self, record: Dict[str, Any]) -> None:
+        if self.enabled:
+            append_record(self.path, record)
+            report(self.trackers, record)
+
+    def start(self, settings: Dict[str, Any], epoch: int) -> None:
+        """The run starts (``epoch`` 0) or resumes after the checkpoint of ``epoch``:
+        :meth:`Tracker.start <torch_wge.training.trackers.Tracker.start>` of every tracker."""
+        for tracker in self.trackers:
+            tracker.start(settings, epoch)
+
+    def close(self) -> None:
+        """The session ends: :meth:`Tracker.close <torch_wge.training.trackers.Tracker.close>` of every tracker."""
+        for tracker in self.trackers:
+            tracker.close()
+
+    def truncate(self, epoch: int) -> None:
+        """Drops the records after ``epoch``, the epoch a resumed run continues from (:func:`truncate_log`)."""
+        if self.enabled:
+            truncate_log(self.path, epoch)
+
+    def epoch(self, epoch: int, loss: float, lr: float, seconds: float, wall_seconds: float) -> None:
+        """The record of trained epoch ``epoch`` (from 1): its mean loss, learning rate and time."""
+        self._append(
+            {"event": "epoch", "epoch": epoch, "loss": loss, "lr": lr, "seconds": seconds, "wall_seconds": wall_seconds}
+        )
+
+    def validation(
+        self,
+        epoch: int,
+        seconds: float,
+        wall_seconds: float,
+        metrics: Dict[str, float],
+        trained: Optional[Dict[str, float]] = None,
+    ) -> None:
+        """The record of the validation after epoch ``epoch``: its flat metrics, and
+        ``trained`` (those of the trained weights when the run averages them)."""
+        record = {"event": "eval", "split": "valid", "epoch": epoch, "seconds": seconds, "wall_seconds": wall_seconds}
+        record.update(metrics)
+        if trained is not None:
+            record["trained_weights"] = trained
+        self._append(record)
+
+    def final(self, best_epoch: Optional[int], valid: Dict[str, float], test: Dict[str, float]) -> None:
+        """The last record: the best epoch and its flat validation and test metrics."""
+        self._append({"event": "final", "best_epoch": best_epoch, "valid": valid, "test": test})

@@ -1,10 +1,8 @@
-import errno
 import math
 import sys
 import time
-import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Union, cast
 
 import torch
 from torch_geometric.data import Data
@@ -12,19 +10,10 @@ from tqdm.auto import tqdm
 
 from torch_wge import __version__, io
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
+from torch_wge.nn import WGE
 from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.training import validation
-from torch_wge.training.checkpoint import (
-    CheckpointError,
-    check_compatible,
-    check_resumable,
-    check_training_triples,
-    check_vocabulary,
-    load_checkpoint,
-    save_checkpoint,
-    triples_fingerprint,
-    upgrade_optimizer_state,
-)
+from torch_wge.training.checkpoint import CheckpointError, save_checkpoint, triples_fingerprint
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
 from torch_wge.training.distributed import BatchLoss, DistributedContext, dropout_seed, wrap_data_parallel
@@ -33,20 +22,12 @@ from torch_wge.training.inference import evaluate_model
 from torch_wge.training.model import build_model, check_memory
 from torch_wge.training.precision import PRECISIONS, float32_matmul_precision
 from torch_wge.training.queries import TrainingQueries
-from torch_wge.training.run_folder import RunLock, append_record, truncate_log
-from torch_wge.training.trackers import Tracker, report
+from torch_wge.training.run_folder import RunLock, RunLog, open_run_folder, repair_best
+from torch_wge.training.trackers import Tracker
 
 
 class TrainingError(RuntimeError):
     """A run that cannot go on (its loss is no longer finite)."""
-
-
-class RunFolderHoldsRun(FileExistsError):
-    """A new run was asked for in a folder that already holds one (``folder``)."""
-
-    def __init__(self, folder: Path):
-        super().__init__(f"{folder} already holds a run; fit(resume=True) continues it, or choose another out_dir")
-        self.folder = folder
 
 
 class Trainer:
@@ -112,9 +93,15 @@ class Trainer:
         vocabulary (str, optional): :func:`~torch_wge.training.checkpoint.vocabulary_digest`
             of the dataset, stored in the checkpoints so that evaluation on
             data numbered otherwise is refused. (default: :obj:`None`)
+        on_validation (callable, optional): Called as ``on_validation(epoch, mrr)``
+            after each validation, once the epoch is saved, with the filtered
+            validation MRR (``both.mrr``). An exception it raises ends :meth:`fit`
+            with the run folder holding that epoch (``last.pt``, the log), as
+            a hyperparameter search's pruner does (see :mod:`torch_wge.tune`).
+            (default: :obj:`None`)
         trackers (list of Tracker, optional): Where the main process also
-            reports the settings, every epoch and every validation (see
-            :mod:`torch_wge.training.trackers`), e.g. a
+            reports the settings, every epoch and every validation of the log
+            (see :mod:`torch_wge.training.trackers`), e.g. a
             :class:`~torch_wge.training.trackers.TensorBoardTracker`. (default: none)
     """
 
@@ -126,11 +113,12 @@ class Trainer:
         progress: bool = True,
         backend: Optional[str] = None,
         vocabulary: Optional[str] = None,
+        on_validation: Optional[Callable[[int, float], None]] = None,
         trackers: Sequence[Tracker] = (),
     ):
         config.validate()
-        self.trackers = list(trackers)
         self.config = config
+        self.on_validation = on_validation
         self.vocabulary = vocabulary
         self.out_dir = Path(out_dir)
         self.progress = progress
@@ -164,6 +152,8 @@ class Trainer:
             )
             for split in ("valid", "test")
         }
+        self.log = RunLog(self.out_dir / "log.jsonl", enabled=self.dist.is_main, trackers=trackers)
+        self._lock: Optional[RunLock] = None  # held while fit() runs
         self.epoch = 0
         self.wall_seconds = 0.0  # training and validation time over all sessions of this run
         self.best: Dict[str, Any] = {"epoch": None, "mrr": -math.inf, "evaluations_since": 0}
@@ -206,10 +196,10 @@ class Trainer:
         return total / max(batches, 1)
 
     @property
-    def evaluated_model(self) -> torch.nn.Module:
+    def evaluated_model(self) -> WGE:
         """The model that is validated, kept as the best and tested: the
         weights' moving average with ``ema_decay > 0``, else the model trained."""
-        return self.model if self.ema is None else self.ema.model
+        return self.model if self.ema is None else cast(WGE, self.ema.model)  # the average is a copy of the model
 
     def evaluate(self, split: str = "valid", trained: bool = False) -> LinkPredictionResults:
         """Filtered ranking of ``split`` (valid or test) by :attr:`evaluated_model`
@@ -261,53 +251,20 @@ class Trainer:
             "train_triples": self.train_triples,
         }
 
-    def load_state(self, path: Union[str, Path]) -> None:
-        """Restores a ``last.pt`` written by this trainer (same dataset and model settings).
-        With several processes, rank 0 reads the file and sends it to the others."""
-        self._restore(self.dist.on_main(lambda: self._read_state(path)), path)
-
     def _read_state(self, path: Union[str, Path]) -> Dict[str, Any]:
-        state = load_checkpoint(path, map_location="cpu" if self.dist.enabled else self.device)
-        if "optimizer" not in state:
-            raise CheckpointError(f"{path} holds no training state (only a model); it cannot be resumed")
-        validation.training_checkpoint(state, path)
-        check_compatible(state, self.config.to_dict(), self.graph, path)
-        check_resumable(state, self.config.to_dict(), path)
-        where = f"{self.config.dataset} (root {self.config.root})"
-        check_vocabulary(state, self.vocabulary, path, where)
-        check_training_triples(state, self.train_triples, path, where)
-        self._note_rounding_changes(state, path)
-        return state
-
-    def _note_rounding_changes(self, state: Dict[str, Any], path: Union[str, Path]) -> None:
-        """Warns when the resumed run computes on another device, precision or
-        thread count than ``state`` records: allowed, but the later epochs
-        are then rounded otherwise than in an uninterrupted run."""
-        recorded = {
-            "device": state.get("device"),
-            "precision": state["config"]["precision"],
-            "threads": state.get("threads"),
-        }
+        """The checked ``last.pt`` this run resumes from (see :func:`~torch_wge.training.validation.resume_checkpoint`)."""
+        map_location = "cpu" if self.dist.enabled else self.device
+        state = validation.resume_checkpoint(
+            path, self.config, self.graph, self.vocabulary, self.train_triples, map_location
+        )
         now = {"device": str(self.device), "precision": self.config.precision, "threads": torch.get_num_threads()}
-        changes = [
-            f"--{key} {value} -> {now[key]}"
-            for key, value in recorded.items()
-            if value is not None and value != now[key]  # checkpoints of older versions record no device or threads
-        ]
-        if changes and self.dist.is_main:
-            warnings.warn(
-                f"resuming {path} with {', '.join(changes)}: the later epochs are rounded otherwise, "
-                f"so the run is not bit for bit an uninterrupted one",
-                stacklevel=4,
-            )
+        if self.dist.is_main:
+            validation.warn_rounding_changes(state, path, now)
+        return state
 
     def _restore(self, state: Dict[str, Any], path: Union[str, Path]) -> None:
         validation.load_weights(self.model, state["model"], path)
-        try:
-            saved = upgrade_optimizer_state(state["model"], state["optimizer"], self.model)
-        except (KeyError, TypeError) as error:
-            raise validation.StoredError(f"{path}: optimizer: does not fit the model ({error})") from None
-        validation.load_optimizer(self.optimizer, saved, path)
+        validation.load_optimizer(self.optimizer, state["optimizer"], path)
         if self.ema is not None:
             if "ema" not in state:
                 raise validation.StoredError(f"{path}: ema: missing, while the run averages its weights")
@@ -321,54 +278,18 @@ class Trainer:
         except RuntimeError as error:
             raise validation.StoredError(f"{path}: rng: damaged random-number state ({error})") from None
 
-    def _repair_best(self, last: Dict[str, Any]) -> None:
-        """Makes ``best.pt`` hold the best epoch that ``last.pt`` names: a kill
-        between writing ``last.pt`` and ``best.pt`` left the previous best
-        there, and ``last.pt`` of that epoch holds the new best weights."""
-        epoch, path = last["best"]["epoch"], self.out_dir / "best.pt"
-        if epoch is None:
-            return
-        held = self._read_model(path)["epoch"] if path.is_file() else None
-        if held == epoch:
-            return
-        if last.get("best_model") is None or last["epoch"] != epoch:
-            raise CheckpointError(
-                f"{path} holds epoch {held} but {self.out_dir / 'last.pt'} names epoch {epoch} as the best; "
-                f"the best weights are lost: start a new run"
-            )
-        save_checkpoint(self.best_state(last["best_model"], epoch, last["best_valid"]), path)
-
     def _open_run_folder(self, resume: bool) -> Optional[Dict[str, Any]]:
-        """Creates the run folder, takes its lock, removes the temporary files
-        that killed writes left there and writes ``config.json``. With
-        ``resume``, returns the state of ``last.pt``, with ``best.pt`` and
-        the log made consistent with it; otherwise starts a new run, which
-        the folder must not hold yet."""
-        if self.out_dir.exists() and not self.out_dir.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, "is a file, not a run folder", str(self.out_dir))
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = RunLock(self.out_dir)
-        self._lock.acquire()
-        io.remove_stale_temporaries(self.out_dir)
-        last, state = self.out_dir / "last.pt", None
+        """Opens the run folder (:func:`~torch_wge.training.run_folder.open_run_folder`)
+        and writes ``config.json``. With ``resume``, returns the state of
+        ``last.pt``, with ``best.pt`` and the log made consistent with it."""
+        self._lock = open_run_folder(self.out_dir, resume)
+        state = None
         if resume:
-            if not last.is_file():
-                raise CheckpointError(f"nothing to resume: {last} does not exist (start without --resume)")
-            state = self._read_state(last)
-            self._repair_best(state)
-            truncate_log(self.out_dir / "log.jsonl", state["epoch"])
-        elif last.exists():
-            raise RunFolderHoldsRun(self.out_dir)
-        else:  # files of a run killed before its first checkpoint
-            for name in ("log.jsonl", "best.pt", "results.json"):
-                (self.out_dir / name).unlink(missing_ok=True)
+            state = self._read_state(self.out_dir / "last.pt")
+            repair_best(self.out_dir, state, lambda path: self._read_model(path)["epoch"], self.best_state)
+            self.log.truncate(state["epoch"])
         io.write_json(self.out_dir / "config.json", self.config.to_dict())
         return state
-
-    def _log(self, record: Dict[str, Any]) -> None:
-        if self.dist.is_main:
-            append_record(self.out_dir / "log.jsonl", record)
-            report(self.trackers, record)
 
     # ------------------------------------------------------------------ fit
     def fit(self, resume: bool = False) -> Dict[str, Any]:
@@ -380,18 +301,16 @@ class Trainer:
         finally:
             if self._lock is not None:
                 self._lock.release()
-            for tracker in self.trackers if self.dist.is_main else ():
-                tracker.close()
+            self.log.close()
 
     def _fit(self, resume: bool) -> Dict[str, Any]:
         start_time = time.perf_counter()
         # the run folder is read and written by rank 0 only (other machines may not see it);
         # an error there is raised in every process
         state = self.dist.on_main(lambda: self._open_run_folder(resume))
-        if resume:
+        if state is not None:  # resumed
             self._restore(state, self.out_dir / "last.pt")
-        for tracker in self.trackers if self.dist.is_main else ():
-            tracker.start(self.config.to_dict(), self.epoch)
+        self.log.start(self.config.to_dict(), self.epoch)
         cfg = self.config
         show = self.progress and self.dist.is_main
         if show:
@@ -409,23 +328,17 @@ class Trainer:
             self.epoch += 1
             seconds = time.perf_counter() - tic
             self.wall_seconds += seconds
-            self._log(
-                {
-                    "event": "epoch",
-                    "epoch": self.epoch,
-                    "loss": loss,
-                    "lr": self.config.learning_rate(self.epoch - 1),
-                    "seconds": seconds,
-                    "wall_seconds": self.wall_seconds,
-                }
-            )
+            self.log.epoch(self.epoch, loss, self.config.learning_rate(self.epoch - 1), seconds, self.wall_seconds)
             new_best = None
-            if self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs or self._out_of_time():
+            validated = self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs or self._out_of_time()
+            if validated:
                 new_best = self._validate(bar)
             bar.set_postfix(self._progress_figures(loss), refresh=False)
             bar.update(1)
             if self.dist.is_main:
                 self._save_epoch(new_best)
+            if validated and self.on_validation is not None:
+                self.on_validation(self.epoch, self.validation_mrr)
         bar.close()
         return self._finish(time.perf_counter() - start_time)
 
@@ -459,7 +372,8 @@ class Trainer:
     def _save_epoch(self, new_best: Optional[Dict[str, float]]) -> None:
         """Writes ``last.pt``, then ``best.pt`` when this epoch is the new best
         (``new_best``: its validation metrics). Until ``best.pt`` is written,
-        ``last.pt`` carries the new best weights (see :meth:`_repair_best`)."""
+        ``last.pt`` carries the new best weights (see
+        :func:`~torch_wge.training.run_folder.repair_best`)."""
         state = self.state()
         evaluated = state["model"] if self.ema is None else state["ema"]
         if new_best is not None:
@@ -476,22 +390,18 @@ class Trainer:
         trained = None if self.ema is None else self.evaluate("valid", trained=True)
         seconds = time.perf_counter() - tic
         self.wall_seconds += seconds
-        mrr = results["both.mrr"]
+        mrr = self.validation_mrr = results["both.mrr"]
         improved = mrr > self.best["mrr"]
         if improved:
             self.best = {"epoch": self.epoch, "mrr": mrr, "evaluations_since": 0}
         else:
             self.best["evaluations_since"] += 1
-        self._log(
-            {
-                "event": "eval",
-                "split": "valid",
-                "epoch": self.epoch,
-                "seconds": seconds,
-                "wall_seconds": self.wall_seconds,
-                **results.to_flat_dict(),
-                **({} if trained is None else {"trained_weights": trained.to_flat_dict()}),
-            }
+        self.log.validation(
+            self.epoch,
+            seconds,
+            self.wall_seconds,
+            results.to_flat_dict(),
+            None if trained is None else trained.to_flat_dict(),
         )
         if self.dist.is_main:
             bar.write(
@@ -503,11 +413,7 @@ class Trainer:
 
     def _read_model(self, path: Path, map_location="cpu") -> Dict[str, Any]:
         """A ``best.pt`` of this run: checked, of this run's data."""
-        state = load_checkpoint(path, map_location=map_location)
-        validation.model_checkpoint(state, path)
-        check_compatible(state, self.config.to_dict(), self.graph, path)
-        check_training_triples(state, self.train_triples, path, f"{self.config.dataset} (root {self.config.root})")
-        return state
+        return validation.run_checkpoint(path, self.config, self.graph, self.train_triples, map_location)
 
     def _read_best(self, path: Path, map_location) -> Optional[Dict[str, Any]]:
         """The weights in ``best.pt``, checked to be of the best epoch (``None`` before any validation)."""
@@ -542,12 +448,5 @@ class Trainer:
         }
         if self.dist.is_main:
             io.write_json(self.out_dir / "results.json", record)
-        self._log(
-            {
-                "event": "final",
-                "best_epoch": self.best["epoch"],
-                "valid": valid.to_flat_dict(),
-                "test": test.to_flat_dict(),
-            }
-        )
+        self.log.final(self.best["epoch"], valid.to_flat_dict(), test.to_flat_dict())
         return record

@@ -11,11 +11,20 @@ trainer. Every check here raises :class:`StoredError` (a
 import dataclasses
 import math
 import typing
+import warnings
 from pathlib import Path
-from typing import Any, Dict, Mapping, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
+from torch_wge.training.checkpoint import (
+    CheckpointError,
+    check_compatible,
+    check_resumable,
+    check_training_triples,
+    check_vocabulary,
+    load_checkpoint,
+)
 from torch_wge.training.config import TrainConfig
 
 PathLike = Union[str, Path]
@@ -54,10 +63,10 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
     """The :class:`TrainConfig` of stored ``values`` (a ``config.json``, or
     the ``config`` of a checkpoint, then ``where="config: "``).
 
-    Every field present must have its type (``"channels": "abc"``, ``8.0``
-    or ``true`` is refused for the integer ``channels``; an integer is
-    accepted where a float is expected); fields absent take their defaults
-    (see :meth:`TrainConfig.from_saved`), unknown ones are ignored; then :meth:`TrainConfig.validate` checks the
+    Every field present must have its type (``"hidden_channels": "abc"``, ``8.0``
+    or ``true`` is refused for the integer ``hidden_channels``; an integer is
+    accepted where a float is expected); fields absent take their defaults,
+    unknown ones are refused; then :meth:`TrainConfig.validate` checks the
     values.
 
     Raises:
@@ -71,7 +80,7 @@ def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
         if not _is(values[name], kind):
             raise StoredError(f"{path}: {where}setting {name!r} must be {_name(kind)}, found {_short(values[name])}")
     try:
-        config = TrainConfig.from_saved(dict(values))
+        config = TrainConfig.from_dict(dict(values))
         config.validate()
     except ValueError as error:
         raise StoredError(f"{path}: {where}{error}") from None
@@ -226,3 +235,73 @@ def load_optimizer(optimizer: torch.optim.Optimizer, saved: Dict[str, Any], path
                         f"{path}: optimizer: {key!r} of shape {_short(getattr(value, 'shape', value))} "
                         f"for a parameter of shape {tuple(parameter.shape)}"
                     )
+
+
+def run_checkpoint(
+    path: PathLike,
+    config: TrainConfig,
+    graph: Dict[str, int],
+    train_triples: Optional[str],
+    map_location: Union[str, torch.device] = "cpu",
+) -> Dict[str, Any]:
+    """A ``best.pt`` of the run of ``config`` on the graph of sizes
+    ``graph``: read, checked (:func:`model_checkpoint`), of the same model
+    settings and graph, trained on the same triples (fingerprint ``train_triples``).
+
+    Raises:
+        StoredError, CheckpointError: naming ``path`` and what does not fit.
+    """
+    state = load_checkpoint(path, map_location=map_location)
+    model_checkpoint(state, path)
+    check_compatible(state, config.to_dict(), graph, path)
+    check_training_triples(state, train_triples, path, f"{config.dataset} (root {config.root})")
+    return state
+
+
+def resume_checkpoint(
+    path: PathLike,
+    config: TrainConfig,
+    graph: Dict[str, int],
+    vocabulary: Optional[str],
+    train_triples: Optional[str],
+    map_location: Union[str, torch.device] = "cpu",
+) -> Dict[str, Any]:
+    """The ``last.pt`` a run of ``config`` resumes from: read, checked
+    (:func:`training_checkpoint`), of the same model settings and graph,
+    with no setting changed but :data:`~torch_wge.training.checkpoint.RESUMABLE_CHANGES`,
+    and of the same vocabulary and training triples.
+
+    Raises:
+        StoredError, CheckpointError: naming ``path`` and what does not fit.
+    """
+    state = load_checkpoint(path, map_location=map_location)
+    if "optimizer" not in state:
+        raise CheckpointError(f"{path} holds no training state (only a model); it cannot be resumed")
+    training_checkpoint(state, path)
+    check_compatible(state, config.to_dict(), graph, path)
+    check_resumable(state, config.to_dict(), path)
+    where = f"{config.dataset} (root {config.root})"
+    check_vocabulary(state, vocabulary, path, where)
+    check_training_triples(state, train_triples, path, where)
+    return state
+
+
+def warn_rounding_changes(state: Mapping, path: PathLike, now: Dict[str, Any]) -> None:
+    """Warns when a resumed run computes on another ``device``, ``precision``
+    or ``threads`` count (``now``) than its checkpoint ``state`` records:
+    allowed, but the later epochs are then rounded otherwise than in an
+    uninterrupted run."""
+    recorded = {
+        "device": state.get("device"),
+        "precision": state["config"]["precision"],
+        "threads": state.get("threads"),
+    }
+    changes = [
+        f"--{key} {value} -> {now[key]}" for key, value in recorded.items() if value is not None and value != now[key]
+    ]
+    if changes:
+        warnings.warn(
+            f"resuming {path} with {', '.join(changes)}: the later epochs are rounded otherwise, "
+            f"so the run is not bit for bit an uninterrupted one",
+            stacklevel=3,
+        )

@@ -10,7 +10,8 @@ All read only the training triples, from any knowledge-graph layout of
 :mod:`torch_wge.data.knowledge_graph` (PyG's ``WordNet18RR``,
 ``RelLinkPredDataset``, ``FB15k_237`` splits joined by
 :func:`~torch_wge.data.combine_splits`), and return a
-:class:`TwoViewData`, which batches the views by their own node counts;
+:class:`TwoViewData`, which batches entities and relation nodes each by
+their own count;
 :obj:`ENTITY_FOCUSED`, :obj:`RELATION_FOCUSED` and :obj:`LEVI` name the
 attributes of each view.
 """

@@ -32,8 +32,12 @@ class LeviGraphTransform(BaseTransform):
     :obj:`data.train_mask` are read (see
     :mod:`torch_wge.data.knowledge_graph` for the other layouts).
 
-    Returns the data as a :class:`~torch_wge.transforms.TwoViewData` with:
-        - :obj:`levi_edge_index` (LongTensor :math:`(2, |\mathcal{E}_{levi}|)`,
+    Returns the data as a :class:`~torch_wge.transforms.TwoViewData` with
+    :obj:`levi_entity_relation_index` (LongTensor :math:`(2, P)`: entity,
+    relation node :math:`0, \ldots, 2|\mathcal{R}| - 1`; one column per
+    undirected edge), an empty :obj:`levi_relation_relation_index` and
+    :obj:`num_relation_nodes`, from which it builds on access:
+        - :obj:`levi_edge_index` (LongTensor :math:`(2, 2P)`,
           both directions, sorted by (row, column))
         - :obj:`levi_num_nodes` (int)
 

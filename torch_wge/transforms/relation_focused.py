@@ -12,6 +12,7 @@ from torch_wge.data import num_kg_relations
 from torch_wge.transforms._utils import training_triples, undirected_edges
 from torch_wge.transforms.views import RELATION_FOCUSED, TwoViewData, add_view
 from torch_wge.utils.segments import expand_segments
+from torch_wge.utils.triples import add_inverse_triples, query_from_key, query_key
 
 #: Default bound on the number of (incoming, outgoing) relation products
 #: formed at once while extracting constraints (a chunk may exceed it by the
@@ -90,10 +91,9 @@ def _incidences(head: Tensor, rel: Tensor, tail: Tensor, num_nodes: int, num_rel
     # (h, r, t) gives (r, t) and (r + R, h). Entity e is a head of relation r
     # exactly when it is a tail of the inverse of r, so the outgoing
     # relations of e are its incoming ones, flipped: nothing more to store.
-    num_rel2 = 2 * num_relations
-    key = torch.cat([tail * num_rel2 + rel, head * num_rel2 + rel + num_relations])
-    key = torch.unique(key)  # sorted by entity, then relation
-    entity, relation = key // num_rel2, key % num_rel2
+    queries = add_inverse_triples(torch.stack([head, rel, tail], dim=1), num_relations)
+    key = torch.unique(query_key(queries[:, 2], queries[:, 1], num_relations))  # sorted by entity, then relation
+    entity, relation = query_from_key(key, num_relations)
     degree = torch.bincount(entity, minlength=num_nodes)
     ptr = torch.cumsum(degree, 0) - degree
     return _Incidences(entity, relation, degree, ptr)
@@ -337,9 +337,18 @@ class RelationFocusedTransform(BaseTransform):
         relation_edges (bool, optional): If :obj:`True`, the
             :math:`\{r_s, r_o\}` edges are added. (default: :obj:`False`)
 
-    Returns the data as a :class:`~torch_wge.transforms.TwoViewData` with:
-        - :obj:`rf_edge_index` (LongTensor :math:`(2, |\mathcal{E}_{rf}|)`,
-          both directions, sorted by (row, column))
+    Returns the data as a :class:`~torch_wge.transforms.TwoViewData` with
+    the view stored so that batches of graphs shift entities and relation
+    nodes each by their own count:
+        - :obj:`rf_entity_relation_index` (LongTensor :math:`(2, P)`: entity,
+          relation node :math:`0, \ldots, 2|\mathcal{R}| - 1`; one column
+          per undirected edge)
+        - :obj:`rf_relation_relation_index` (LongTensor :math:`(2, Q)`)
+        - :obj:`num_relation_nodes` (int, :math:`2|\mathcal{R}|`)
+
+    and built from them on access, in the node layout above:
+        - :obj:`rf_edge_index` (LongTensor :math:`(2, 2(P + Q))`, both
+          directions, sorted by (row, column))
         - :obj:`rf_num_nodes` (int)
 
     Example:

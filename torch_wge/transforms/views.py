@@ -5,26 +5,42 @@ from typing import Any, NamedTuple, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Data
+from torch_geometric.utils import sort_edge_index
 
 
 class GraphView(NamedTuple):
     r"""The attributes that hold one graph view on a data object."""
 
-    #: Attribute with the view's edges, :math:`(2, |\mathcal{E}|)`.
+    #: Attribute with the view's edges, :math:`(2, |\mathcal{E}|)`, both
+    #: directions of every undirected edge.
     edge_index: str
     #: Attribute with the number of nodes the edges index.
     num_nodes: str
+    #: For a view over entities and relation nodes: the stored attribute of
+    #: its entity-relation edges, :math:`(2, P)` pairs (entity, relation
+    #: node), relation nodes numbered :math:`0, \ldots, 2|\mathcal{R}| - 1`
+    #: in each graph, one column per undirected edge. :obj:`None` for the
+    #: entity-focused view, stored as :obj:`edge_index` itself.
+    entity_relation_index: Optional[str] = None
+    #: The stored attribute of its relation-relation edges, :math:`(2, Q)`
+    #: pairs of relation nodes (lower first), one column per undirected edge.
+    relation_relation_index: Optional[str] = None
 
 
 #: :class:`~torch_wge.transforms.EntityFocusedTransform`: the entities.
 ENTITY_FOCUSED = GraphView("ef_edge_index", "num_nodes")
 #: :class:`~torch_wge.transforms.RelationFocusedTransform`: the entities, then
 #: the relations, then the inverse relations.
-RELATION_FOCUSED = GraphView("rf_edge_index", "rf_num_nodes")
+RELATION_FOCUSED = GraphView("rf_edge_index", "rf_num_nodes", "rf_entity_relation_index", "rf_relation_relation_index")
 #: :class:`~torch_wge.transforms.LeviGraphTransform`: the node layout of
 #: :obj:`RELATION_FOCUSED`.
-LEVI = GraphView("levi_edge_index", "levi_num_nodes")
+LEVI = GraphView("levi_edge_index", "levi_num_nodes", "levi_entity_relation_index", "levi_relation_relation_index")
+
+#: The version of the attributes the views are stored in; a dataset's
+#: processed folder is keyed by it, so a changed layout is never read from
+#: an older cache.
+STORAGE_VERSION = 2
 
 
 class TwoViewData(Data):
@@ -32,79 +48,120 @@ class TwoViewData(Data):
     of :mod:`torch_wge.datasets`) with graph views added by
     :mod:`torch_wge.transforms`; what the transforms return.
 
-    Each view indexes its own nodes: :obj:`ef_edge_index` the
-    :obj:`num_nodes` entities, :obj:`rf_edge_index` and
-    :obj:`levi_edge_index` the :obj:`rf_num_nodes` (:obj:`levi_num_nodes`)
-    entity and relation nodes. :meth:`__inc__` tells PyG's batching so:
-    :meth:`torch_geometric.data.Batch.from_data_list` (and the
-    :class:`~torch_geometric.loader.DataLoader`) shifts each graph's view
-    edges by the node count of that view in the graphs before it, which
-    makes every view of the batch the disjoint union of the graphs' views.
-    In the batch, the node-count attributes other than :obj:`num_nodes`
-    hold one count per graph.
+    The entity-focused view is stored as :obj:`ef_edge_index` over the
+    :obj:`num_nodes` entities. The relation-focused and Levi views, over
+    entities and the :obj:`num_relation_nodes` :math:`= 2|\mathcal{R}|`
+    relation nodes, are stored as their entity-relation pairs
+    (:obj:`rf_entity_relation_index`, :obj:`levi_entity_relation_index`)
+    and relation-relation pairs (:obj:`rf_relation_relation_index`), each
+    numbering the relation nodes of its graph from 0. :meth:`__inc__` tells
+    PyG's batching so: :meth:`torch_geometric.data.Batch.from_data_list`
+    (and the :class:`~torch_geometric.loader.DataLoader`) shifts entities
+    by the entities and relation nodes by the relation nodes of the graphs
+    before them. :attr:`rf_edge_index` and :attr:`levi_edge_index` are
+    built from these pairs on every access: both directions of each edge
+    over the nodes :math:`[\mathbf{X}; \mathbf{R}]`, entity :math:`i` as
+    node :math:`i` and relation node :math:`m` as node :math:`N + m`, with
+    :math:`N` all entities and :math:`m` counted over all graphs of a batch,
+    the layout in which :class:`~torch_wge.nn.TwoViewConv` takes its
+    entities :obj:`x` and relation nodes :obj:`rel`.
 
     Example:
         >>> from torch_geometric.data import Batch
-        >>> data = TwoViewData(num_nodes=2, rf_num_nodes=4,
-        ...                    rf_edge_index=torch.tensor([[0, 3], [3, 0]]))
-        >>> Batch.from_data_list([data, data]).rf_edge_index
-        tensor([[0, 3, 4, 7],
-                [3, 0, 7, 4]])
+        >>> data = add_view(TwoViewData(num_nodes=2), RELATION_FOCUSED,
+        ...                 torch.tensor([[0, 3], [3, 0]]), num_nodes=4)
+        >>> data.rf_entity_relation_index  # entity 0 - relation node 1
+        tensor([[0],
+                [1]])
+        >>> batch = Batch.from_data_list([data, data])
+        >>> batch.rf_entity_relation_index
+        tensor([[0, 2],
+                [1, 3]])
+        >>> batch.rf_edge_index  # nodes: entities 0-3, relation nodes 4-7
+        tensor([[0, 2, 5, 7],
+                [5, 7, 0, 2]])
     """
 
     @property
-    def rf_node_type(self) -> Tensor:
-        r"""The kind of each node of the relation-focused view,
-        ``[rf_num_nodes]`` (summed over the graphs of a batch): 0 for an
-        entity, 1 for a relation node. A single graph has its entities first
-        (``[0] * N + [1] * M``); a batch has them graph by graph (the
-        entities of graph 0, its relations, the entities of graph 1, ...).
-        :class:`~torch_wge.nn.TwoViewConv` takes it to pair these nodes with
-        its :obj:`x` (all entities) and :obj:`rel` (all relations) inputs.
-
-        Example:
-            >>> from torch_geometric.data import Batch
-            >>> one = TwoViewData(num_nodes=2, rf_num_nodes=3)
-            >>> two = TwoViewData(num_nodes=1, rf_num_nodes=3)
-            >>> Batch.from_data_list([one, two]).rf_node_type
-            tensor([0, 0, 1, 0, 1, 1])
-        """
-        return _view_node_type(self, RELATION_FOCUSED)
+    def rf_edge_index(self) -> Optional[Tensor]:
+        r"""The relation-focused view's edges :math:`(2, |\mathcal{E}_{rf}|)`
+        over :attr:`rf_num_nodes` nodes (see the class), sorted by (row,
+        column); :obj:`None` without the view."""
+        return _view_edge_index(self, RELATION_FOCUSED)
 
     @property
-    def levi_node_type(self) -> Tensor:
-        r"""As :attr:`rf_node_type`, for the Levi graph view."""
-        return _view_node_type(self, LEVI)
+    def rf_num_nodes(self) -> Optional[int]:
+        r"""The number of nodes of :attr:`rf_edge_index`: all entities and
+        relation nodes; :obj:`None` without the view."""
+        return _view_num_nodes(self, RELATION_FOCUSED)
+
+    @property
+    def levi_edge_index(self) -> Optional[Tensor]:
+        r"""As :attr:`rf_edge_index`, for the Levi graph view."""
+        return _view_edge_index(self, LEVI)
+
+    @property
+    def levi_num_nodes(self) -> Optional[int]:
+        r"""As :attr:`rf_num_nodes`, for the Levi graph view."""
+        return _view_num_nodes(self, LEVI)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in _BUILT_ATTRIBUTES:  # data["rf_edge_index"] as data.rf_edge_index
+            return getattr(self, key)
+        return super().__getitem__(key)
 
     def __inc__(self, key: str, value: Any, *args, **kwargs) -> Any:
         for view in (RELATION_FOCUSED, LEVI):
-            if key == view.edge_index:
-                return self[view.num_nodes]
+            if key == view.entity_relation_index:
+                return torch.tensor([[int(self.num_nodes)], [int(self.num_relation_nodes)]])
+            if key == view.relation_relation_index:
+                return int(self.num_relation_nodes)
         return super().__inc__(key, value, *args, **kwargs)
 
 
-def _view_node_type(data: Data, view: GraphView) -> Tensor:
-    """0 for each entity, 1 for each relation node of ``view``, graph by graph."""
-    if isinstance(data, Batch):
-        entities = data.ptr.diff()
-        view_nodes = torch.as_tensor(data[view.num_nodes]).view(-1)
-    else:
-        entities = torch.tensor([int(data.num_nodes)])
-        view_nodes = torch.tensor([int(data[view.num_nodes])])
-    counts = torch.stack([entities, view_nodes.to(entities.device) - entities], dim=1).view(-1)
-    kinds = torch.tensor([0, 1], device=counts.device).repeat(entities.numel())
-    return kinds.repeat_interleave(counts)
+#: The attributes of :class:`TwoViewData` built from the stored pairs.
+_BUILT_ATTRIBUTES = {name for view in (RELATION_FOCUSED, LEVI) for name in (view.edge_index, view.num_nodes)}
+
+
+def _view_num_nodes(data: Data, view: GraphView) -> Optional[int]:
+    if view.entity_relation_index is None or getattr(data, view.entity_relation_index, None) is None:
+        return None
+    return int(data.num_nodes) + int(torch.as_tensor(data.num_relation_nodes).sum())
+
+
+def _view_edge_index(data: Data, view: GraphView) -> Optional[Tensor]:
+    """Both directions of the stored pairs of ``view`` over ``[entities; relation nodes]``, sorted."""
+    if view.entity_relation_index is None or view.relation_relation_index is None:
+        return None
+    entity_relation = getattr(data, view.entity_relation_index, None)
+    if entity_relation is None:
+        return None
+    num_entities = int(data.num_nodes)
+    entity_relation = entity_relation + torch.tensor([[0], [num_entities]], device=entity_relation.device)
+    upper = torch.cat([entity_relation, data[view.relation_relation_index] + num_entities], dim=1)
+    return sort_edge_index(torch.cat([upper, upper.flip(0)], dim=1), num_nodes=_view_num_nodes(data, view))
 
 
 def add_view(data: Data, view: GraphView, edge_index: Tensor, num_nodes: Optional[int] = None) -> TwoViewData:
     r"""Returns :obj:`data` as a :class:`TwoViewData` (the same object if it
-    is one already, else a shallow copy) with :obj:`edge_index` and, unless
-    :obj:`None`, :obj:`num_nodes` stored in the attributes of :obj:`view`."""
+    is one already, else a shallow copy) with the undirected view
+    :obj:`edge_index` (both directions of each edge, no self loops) stored
+    in the attributes of :obj:`view`. A view over entities and relation
+    nodes takes :obj:`num_nodes`, the entities and the relation nodes, and
+    is stored as its entity-relation and relation-relation pairs."""
     if not isinstance(data, TwoViewData):
         data = TwoViewData.from_dict(data.to_dict())
-    data[view.edge_index] = edge_index
-    if num_nodes is not None:
-        data[view.num_nodes] = num_nodes
+    if view.entity_relation_index is None or view.relation_relation_index is None:
+        data[view.edge_index] = edge_index
+        return data
+    if num_nodes is None:
+        raise ValueError(f"{view.edge_index} is over entities and relation nodes: add_view needs its num_nodes")
+    num_entities = int(data.num_nodes)
+    upper = edge_index[:, edge_index[0] < edge_index[1]] - num_entities  # entities are negative now
+    entity_relation = upper[0] < 0
+    data[view.entity_relation_index] = upper[:, entity_relation] + torch.tensor([[num_entities], [0]])
+    data[view.relation_relation_index] = upper[:, ~entity_relation]
+    data.num_relation_nodes = int(num_nodes) - num_entities
     return data
 
 

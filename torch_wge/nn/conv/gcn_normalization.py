@@ -67,7 +67,7 @@ class GCNNormalization:
         return {name: getattr(self, name) for name in ("improved", "add_self_loops", "flow", "cached")}
 
     def __setstate__(self, state: dict):
-        self.__init__(**state)
+        GCNNormalization.__init__(self, **state)
 
     def clear(self):
         """Forgets the cached graph."""
@@ -93,7 +93,7 @@ class GCNNormalization:
         nodes: ``(edge_index [2, E'], edge_weight [E'])`` for an
         ``edge_index`` tensor (self loops appended), or ``(adj_t, None)`` for
         a sparse adjacency ``adj_t [num_nodes, num_nodes]`` (weights inside)."""
-        if self.cached and self._is_source(edge_index, edge_weight, num_nodes, dtype):
+        if self.cached and self._result is not None and self._is_source(edge_index, edge_weight, num_nodes, dtype):
             return self._result
         args = (edge_weight, num_nodes, self.improved, self.add_self_loops, self.flow, dtype)
         if isinstance(edge_index, SparseTensor):
@@ -110,7 +110,7 @@ class GCNNormalization:
             self._transpose = _eager_csr_transpose(adj_t) if is_csr else None
         return result
 
-    def propagate_sparse(self, adj_t: Adj, x: Tensor, reduce: str) -> Optional[Tensor]:
+    def propagate_sparse(self, adj_t: Adj, x: Tensor, reduce: str) -> Tensor:
         r""":math:`\mathbf{\hat{A}} \mathbf{X}` for the fused message passing
         of a sparse adjacency, ``[num_nodes, F]``: with the cached transpose
         when ``adj_t`` is this normalisation's cached result (no transposing

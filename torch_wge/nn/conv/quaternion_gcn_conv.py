@@ -1,8 +1,9 @@
-from typing import Optional
+from typing import Optional, Union, cast
 
 import torch
 from torch import Tensor
 from torch.nn import Parameter
+from torch_geometric.nn import Linear
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.typing import Adj, OptTensor
 
@@ -106,7 +107,7 @@ class QuaternionGCNConv(MessagePassing):
         self.add_self_loops = add_self_loops
         self.normalize = normalize
         self.gcn_normalization = GCNNormalization(improved, add_self_loops, self.flow, cached)
-        self.lin = QuaternionLinear(in_channels, out_channels, bias=False)
+        self.lin = self._weight(in_channels, out_channels)
         if bias:
             self.bias = Parameter(torch.empty(out_channels))
         else:
@@ -122,15 +123,13 @@ class QuaternionGCNConv(MessagePassing):
             torch.nn.init.zeros_(self.bias)
         self.gcn_normalization.clear()
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # Checkpoints written before the weight moved into ``lin`` name it ``weight``.
-        if prefix + "weight" in state_dict:
-            state_dict[prefix + "lin.weight"] = state_dict.pop(prefix + "weight")
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+    def _weight(self, in_channels: int, out_channels: int) -> Union[QuaternionLinear, Linear]:
+        r"""The map :math:`\mathbf{W} \otimes`: a :class:`~torch_wge.nn.QuaternionLinear` without bias."""
+        return QuaternionLinear(in_channels, out_channels, bias=False)
 
     def quaternion_matrix(self) -> Tensor:
         r"""The real matrix ``[F_in, F_out]`` that applies :math:`\mathbf{W} \otimes`."""
-        return self.lin.matrix()
+        return cast(QuaternionLinear, self.lin).matrix()
 
     def forward(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
         if isinstance(x, (tuple, list)):
@@ -139,10 +138,12 @@ class QuaternionGCNConv(MessagePassing):
                 f"bipartite message passing is not supported"
             )
         if self.normalize:
-            edge_index, edge_weight = self.gcn_normalization(edge_index, edge_weight, x.size(self.node_dim), x.dtype)
+            edge_index, edge_weight = self.gcn_normalization(
+                edge_index, edge_weight, x.size(int(self.node_dim)), x.dtype
+            )
         x = self.lin(x)
         # propagate_type: (x: Tensor, edge_weight: OptTensor)
-        out = self.propagate(edge_index, x=x, edge_weight=edge_weight)
+        out: Tensor = self.propagate(edge_index, x=x, edge_weight=edge_weight)
         if self.bias is not None:
             out = out + self.bias
         return out

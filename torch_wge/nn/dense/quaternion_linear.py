@@ -1,4 +1,5 @@
 import math
+from typing import Union
 
 import torch
 from torch import Tensor
@@ -45,6 +46,8 @@ class QuaternionLinear(torch.nn.Module):
         torch.Size([4, 1, 2])
     """
 
+    weight: Union[Parameter, UninitializedParameter]  # uninitialised until the first call with in_channels=-1
+
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True):
         super().__init__()
         name = self.__class__.__name__
@@ -77,6 +80,7 @@ class QuaternionLinear(torch.nn.Module):
     def _materialize(self, in_channels: int):
         check_quaternion_size(in_channels, f"'{self.__class__.__name__}' input size")
         self.in_channels = in_channels
+        assert isinstance(self.weight, UninitializedParameter)  # materialised once, by the first call
         self.weight.materialize((4, in_channels // 4, self.out_channels // 4))
         self._initialize_hook.remove()
         del self._initialize_hook

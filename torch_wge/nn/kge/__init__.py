@@ -1,5 +1,4 @@
 from torch_wge.nn.kge.quate import QuatE
-from torch_wge.nn.kge.quate_decoder import QuatEDecoder
 from torch_wge.nn.kge.wge_kge import WGEKGE
 
-__all__ = ["QuatE", "QuatEDecoder", "WGEKGE"]
+__all__ = ["QuatE", "WGEKGE"]

@@ -7,6 +7,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from torch_wge.evaluation.ranks import all_filtered_ranks
+
 
 def raw_tail_ranking(
     score_fn: Callable[[Tensor, Tensor], Tensor],
@@ -23,9 +25,19 @@ def raw_tail_ranking(
     the mean rank (counted from 0), MRR and Hits@:obj:`k` of each true tail
     among all :math:`N` entities (raw, unfiltered), from
     ``score_fn(heads [B], relations [B]) -> [B, N]`` instead of :math:`N`
-    calls of ``forward`` per triple. A rank is the number of candidates ahead
-    of the tail in a stable descending order (scored higher, or tied and of a
-    smaller id) instead of a sort.
+    calls of ``forward`` per triple. A rank is counted, not sorted, by
+    :func:`~torch_wge.evaluation.ranks.all_filtered_ranks` (unfiltered) with
+    its tie rule: a tail tied with other entities gets the mean of the best
+    and the worst position it could take (the realistic rank; PyG's sort puts
+    tied entities in an unspecified order). With :math:`\mathrm{rank}_i \geq 1`
+    that realistic rank of tail :math:`i` of :math:`T`, the results are
+
+    .. math::
+        \frac{1}{T} \sum_i (\mathrm{rank}_i - 1), \qquad
+        \frac{1}{T} \sum_i \frac{1}{\mathrm{rank}_i}, \qquad
+        \frac{1}{T} \left|\{i : \mathrm{rank}_i \leq k\}\right|,
+
+    PyG's numbers exactly where no tail ties.
 
     :obj:`batch_size` bounds memory as in PyG, where it is the number of
     triples per ``forward`` call: a chunk of queries holds at most as many
@@ -33,21 +45,16 @@ def raw_tail_ranking(
     channels``), and at least one query.
     """
     num_queries = max(1, batch_size * channels // num_nodes)
-    candidates = torch.arange(num_nodes, device=head_index.device)
     starts = range(0, head_index.numel(), num_queries)
     ranks = []
     for start in tqdm(starts) if log else starts:
         chunk = slice(start, start + num_queries)
-        scores = score_fn(head_index[chunk], rel_type[chunk])
-        tail = tail_index[chunk].view(-1, 1)
-        target = scores.gather(1, tail)
-        ahead = (scores > target) | ((scores == target) & (candidates < tail))
-        ranks.append(ahead.sum(dim=1))
+        ranks.append(all_filtered_ranks(score_fn(head_index[chunk], rel_type[chunk]), tail_index[chunk]).realistic)
     rank = torch.cat(ranks)
-    # averaged in float32 from float64 reciprocals, as PyG does
-    mean_rank = float(rank.float().mean())
-    mrr = float((rank + 1).double().reciprocal().float().mean())
-    return mean_rank, mrr, int((rank < k).sum()) / rank.numel()
+    # averaged in float32 (from float64 reciprocals), as PyG does
+    mean_rank = float((rank - 1).float().mean())
+    mrr = float(rank.double().reciprocal().float().mean())
+    return mean_rank, mrr, int((rank <= k).sum()) / rank.numel()
 
 
 class OneToNTest:
@@ -58,6 +65,11 @@ class OneToNTest:
     :func:`raw_tail_ranking` from one ``query_score_fn()`` (one encoding of
     the graph for :class:`~torch_wge.nn.kge.WGEKGE`) instead of :math:`N` /
     :obj:`batch_size` calls of ``forward`` per triple."""
+
+    # of the KGEModel it is mixed into
+    num_nodes: int
+    hidden_channels: int
+    query_score_fn: Callable[[], Callable[[Tensor, Tensor], Tensor]]
 
     @torch.no_grad()
     def test(

@@ -5,8 +5,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.kge import KGEModel
 
+from torch_wge.nn.decoders.quate_score import quate_score
 from torch_wge.nn.kge.pyg_test import OneToNTest
-from torch_wge.nn.kge.quate_score import quate_score
 from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_conjugate
 
 
@@ -35,7 +35,7 @@ class QuatE(OneToNTest, KGEModel):
     as many negatives from :meth:`random_sample`, as in PyG's
     :class:`~torch_geometric.nn.kge.ComplEx`. For speed in PyG's loop,
     :meth:`forward` gathers heads and tails in one lookup and scores them
-    with one autograd function (:func:`~torch_wge.nn.kge.quate_score.quate_score`),
+    with one autograd function (:func:`~torch_wge.nn.decoders.quate_score.quate_score`),
     :meth:`loss` scores positives and negatives in one call, and
     :meth:`test` gives PyG's ranks from one matrix product per chunk of
     queries instead of :math:`N` calls of :meth:`forward` per triple.

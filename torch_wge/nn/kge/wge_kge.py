@@ -1,9 +1,10 @@
-from typing import Callable
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn.kge import KGEModel
+from torch_geometric.typing import Adj
 
 from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.nn.models.wge import WGE, EncodedGraph
@@ -18,9 +19,10 @@ class WGEKGE(OneToNTest, KGEModel):
     WGE encodes the whole graph before it scores. :meth:`forward` returns the
     score :math:`f(h, r, t) = \sum_k \alpha_k f_k(h, r, t)` of each triple
     (its tail only, not every entity); relation ids :math:`r + R` are the
-    inverses. :meth:`loss` is WGE's 1-N objective for the batch's queries
-    :math:`(h, r, ?)` and :math:`(t, r^{-1}, ?)` against all entities (the
-    negatives are all other entities, so :meth:`random_sample` is not used).
+    inverses. :meth:`loss` is :meth:`WGE.loss <torch_wge.nn.WGE.loss>`, the
+    1-N objective for the batch's queries :math:`(h, r, ?)` and
+    :math:`(t, r^{-1}, ?)` against all entities (the negatives are all
+    other entities, so :meth:`random_sample` is not used).
     In evaluation (:meth:`eval` mode without gradients, as in PyG's
     :meth:`~torch_geometric.nn.kge.KGEModel.test`) the encoding is computed
     once and reused until a parameter changes (an optimizer step or a loaded
@@ -58,8 +60,11 @@ class WGEKGE(OneToNTest, KGEModel):
         self.wge = WGE(num_nodes, num_relations, hidden_channels=hidden_channels, **kwargs)
         self.data = data
         self.wge.graph_inputs(data)  # fails early when a view is missing
-        self._graph_inputs, self._graph_key, self._graph_data = {}, None, None
-        self._encoded, self._encoded_key = None, None
+        self._graph_inputs: Dict[str, Adj] = {}
+        self._graph_key: Optional[Tuple[Any, ...]] = None
+        self._graph_data: Optional[Data] = None
+        self._encoded: Optional[EncodedGraph] = None
+        self._encoded_key: Optional[Tuple[Any, ...]] = None
 
     @property
     def node_emb(self) -> torch.nn.Embedding:
@@ -82,19 +87,16 @@ class WGEKGE(OneToNTest, KGEModel):
             self._encoded, self._encoded_key = None, None
             return self.wge.encode(**self._graph_inputs)
         # evaluation: one encoding while no parameter or buffer changes
-        key = (self._graph_key, tuple(t._version for t in (*self.parameters(), *self.buffers())))
-        if self._encoded_key != key:
-            self._encoded, self._encoded_key = self.wge.encode(**self._graph_inputs), key
+        versions = (self._graph_key, tuple(t._version for t in (*self.parameters(), *self.buffers())))
+        if self._encoded is None or self._encoded_key != versions:
+            self._encoded, self._encoded_key = self.wge.encode(**self._graph_inputs), versions
         return self._encoded
 
     def forward(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
         return self.wge.score_triples(self._encode(), head_index, rel_type, tail_index)
 
     def loss(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
-        heads = torch.cat([head_index, tail_index])
-        relations = torch.cat([rel_type, rel_type + self.num_relations])
-        positives = torch.stack([torch.arange(heads.numel(), device=heads.device), torch.cat([tail_index, head_index])])
-        return self.wge.loss(self._encode(), heads, relations, positives)
+        return self.wge.loss(self._encode(), head_index, rel_type, tail_index)
 
     def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
         r"""Encodes the graph once and returns ``score_fn(entities [B],

@@ -1,35 +1,10 @@
-import re
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, cast
 
 import torch
 from torch import Tensor
 from torch_geometric.typing import Adj
 
 from torch_wge.nn.conv import TwoViewConv
-from torch_wge.nn.conv.two_view_conv import current_layer_key
-
-#: A key of an encoder state dict written before the encoder became a stack of
-#: :class:`~torch_wge.nn.TwoViewConv` layers: ``ef_convs.{k}.weight`` and the like.
-_LEGACY_KEY = re.compile(r"^(.*?)(ef|rf)_(conv|norm)s\.(\d+)\.(.+)$")
-
-
-def current_key(key: str) -> str:
-    """The name today of a state-dict entry of an encoder saved by an earlier
-    release: ``[prefix]ef_convs.{k}.rest`` (view by view, before the encoder
-    became a stack of :class:`~torch_wge.nn.TwoViewConv`) is
-    ``[prefix]convs.{k}.ef_conv.rest``, which is then renamed as
-    :func:`~torch_wge.nn.conv.two_view_conv.current_layer_key` says; other
-    keys are returned unchanged.
-
-    Example:
-        >>> current_key("encoder.rf_norms.1.running_mean"), current_key("encoder.ef_convs.0.bias")
-        ('encoder.convs.1.rf_norm.running_mean', 'encoder.convs.0.ef_bias')
-    """
-    match = _LEGACY_KEY.match(key)
-    if match is not None:
-        prefix, view, module, k, rest = match.groups()
-        key = f"{prefix}convs.{k}.{view}_{module}.{rest}"
-    return current_layer_key(key)
 
 
 class TwoViewEncoder(torch.nn.Module):
@@ -54,15 +29,6 @@ class TwoViewEncoder(torch.nn.Module):
     :obj:`rf_edge_index` (5); the relation-focused view without predicate
     entities (1) is the same encoder on that view's graph.
 
-    State dicts written before the encoder became a stack of layers
-    (``ef_convs.{k}.*``, ``ef_norms.{k}.*``, ``rf_convs.{k}.*``,
-    ``rf_norms.{k}.*``) load as they are: their keys are renamed to
-    ``convs.{k}.ef_conv.*``, ``convs.{k}.ef_norm.*``, ... on loading (and
-    those by :class:`~torch_wge.nn.TwoViewConv`). The order of
-    :meth:`parameters` changed with them (layer by layer, not view by view),
-    so an optimizer state saved before, which is positional, does not fit an
-    encoder of two or more layers.
-
     Args:
         channels (int): Size of every embedding (a multiple of 4 for
             quaternion weights).
@@ -76,7 +42,7 @@ class TwoViewEncoder(torch.nn.Module):
         - **input:** entities ``x [N, C]``, relations ``rel [M, C]``,
           ``ef_edge_index [2, E_ef]`` over the ``N`` entities,
           ``rf_edge_index [2, E_rf]`` over ``N + M`` nodes (relation ``m`` is
-          node ``N + m``, or as ``rf_node_type [N + M]`` says, see
+          node ``N + m``; a batch's ``batch.rf_edge_index``, see
           :class:`~torch_wge.nn.TwoViewConv`); either may be a sparse
           adjacency instead.
         - **output:** a list of ``K + 1`` pairs ``(x_k [N, C], rel_k [M, C])``,
@@ -100,16 +66,8 @@ class TwoViewEncoder(torch.nn.Module):
         self.convs = torch.nn.ModuleList(TwoViewConv(channels, channels, **kwargs) for _ in range(num_layers))
 
     def reset_parameters(self):
-        for conv in self.convs:
+        for conv in cast(List[TwoViewConv], self.convs):
             conv.reset_parameters()
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # Checkpoints written before the encoder became a stack of TwoViewConv
-        # layers name each view's modules per list (``ef_convs.{k}.weight``);
-        # they load as ``convs.{k}.ef_conv.weight``.
-        for key in [key for key in state_dict if key.startswith(prefix) and current_key(key) != key]:
-            state_dict[current_key(key)] = state_dict.pop(key)
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(
         self,
@@ -117,11 +75,10 @@ class TwoViewEncoder(torch.nn.Module):
         rel: Tensor,
         ef_edge_index: Optional[Adj] = None,
         rf_edge_index: Optional[Adj] = None,
-        rf_node_type: Optional[Tensor] = None,
     ) -> List[Tuple[Tensor, Tensor]]:
         states = [(x, rel)]
         for conv in self.convs:
-            x, rel = conv(x, rel, ef_edge_index, rf_edge_index, rf_node_type)
+            x, rel = conv(x, rel, ef_edge_index, rf_edge_index)
             states.append((x, rel))
         return states
 

@@ -1,25 +1,23 @@
-import warnings
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, cast
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
-from torch_wge.nn.conv.two_view_conv import quaternion_from_conv
-from torch_wge.nn.kge import QuatEDecoder
-from torch_wge.nn.kge.loss import OBJECTIVES, one_to_n_loss, sample_candidates
+from torch_wge.nn.decoders import QuatEDecoder
+from torch_wge.nn.decoders.loss import OBJECTIVES, one_to_n_loss, sample_candidates
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
 from torch_wge.utils.quaternion import (
-    check_quaternion_size,
     hamilton_product,
     normalize_quaternion,
     quaternion_conjugate,
     quaternion_norm,
 )
 from torch_wge.utils.sparse import csr_adjacency
+from torch_wge.utils.triples import add_inverse_triples, query_from_key, query_key
 
 #: Encoder views of WGE and its single-view ablations: the graph view of
 #: :mod:`torch_wge.transforms` that each encoder input reads.
@@ -50,6 +48,19 @@ class EncodedGraph:
         if self._candidates is None:
             self._candidates = torch.cat(self.entities, dim=-1)
         return self._candidates
+
+
+def _triple_queries(head_index: Tensor, rel_type: Tensor, tail_index: Tensor, num_relations: int):
+    r"""The distinct 1-N queries of triples asked in both directions,
+    :math:`(h, r, ?)` and :math:`(t, r + R, ?)`: their ``heads [Q]``,
+    ``relations [Q]`` and ``positives [2, P]`` (query, answer) over the
+    distinct answers, queries sorted by (head, relation)."""
+    triples = torch.unique(
+        add_inverse_triples(torch.stack([head_index, rel_type, tail_index], dim=1), num_relations), dim=0
+    )
+    keys, rows = torch.unique_consecutive(query_key(triples[:, 0], triples[:, 1], num_relations), return_inverse=True)
+    heads, relations = query_from_key(keys, num_relations)
+    return heads, relations, torch.stack([rows, triples[:, 2]])
 
 
 class WGE(torch.nn.Module):
@@ -97,7 +108,7 @@ class WGE(torch.nn.Module):
             answer, :obj:`"kl"`, the same with one example per query, or
             :obj:`"filtered-softmax"`, one example per answer whose
             candidates leave the query's other answers out
-            (see :func:`~torch_wge.nn.kge.loss.one_to_n_loss`).
+            (see :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`).
             (default: :obj:`"bce"`)
         n3_weight (float, optional): Weight of the N3 regulariser
             (Lacroix et al. 2018) on the input embeddings of every training
@@ -112,13 +123,9 @@ class WGE(torch.nn.Module):
         num_candidates (int, optional): With :obj:`objective="softmax"`,
             score each training batch against its answers and this many
             entities drawn uniformly for the batch (a sampled softmax, see
-            :func:`~torch_wge.nn.kge.loss.sample_candidates`) instead of all
+            :func:`~torch_wge.nn.decoders.loss.sample_candidates`) instead of all
             entities; evaluation always ranks all entities.
             (default: :obj:`None`, all entities)
-        channels (int, optional): Deprecated: the real size of each
-            embedding, :obj:`4 * hidden_channels`.
-        conv (str, optional): Deprecated: :obj:`"gcn"` is
-            :obj:`quaternion=False`.
 
     The encoder keeps each view's normalised adjacency for the graph it was
     computed from (:class:`~torch_wge.nn.QuaternionGCNConv`'s
@@ -134,6 +141,8 @@ class WGE(torch.nn.Module):
         >>> model.score_all(encoded, torch.tensor([0]), torch.tensor([1])).shape
         torch.Size([1, 5])
     """
+
+    layer_weights: Tensor  # [K + 1], a buffer
 
     def __init__(
         self,
@@ -152,20 +161,9 @@ class WGE(torch.nn.Module):
         n3_weight: float = 0.0,
         relation_prediction_weight: float = 0.0,
         num_candidates: Optional[int] = None,
-        channels: Optional[int] = None,
-        conv: Optional[str] = None,
     ):
         super().__init__()
         name = self.__class__.__name__
-        if channels is not None:
-            warnings.warn(
-                f"'{name}(channels=...)' is deprecated: pass hidden_channels={channels // 4} "
-                f"(quaternions, as PyG's KGE models count them)",
-                DeprecationWarning,
-            )
-            hidden_channels = check_quaternion_size(channels, f"'{name}' channels")
-        if conv is not None:
-            quaternion = quaternion_from_conv(name, conv)
         if num_candidates is not None and (objective != "softmax" or num_candidates < 1):
             raise ValueError(
                 f"'{name}' num_candidates needs objective='softmax' and a positive count, "
@@ -232,7 +230,7 @@ class WGE(torch.nn.Module):
         torch.nn.init.xavier_normal_(self.relation_embedding.weight)
         if self.encoder is not None:
             self.encoder.reset_parameters()
-        for decoder in self.decoders:
+        for decoder in cast(List[QuatEDecoder], self.decoders):
             decoder.reset_parameters()
 
     def graph_inputs(self, data: Data, sparse: bool = True) -> dict:
@@ -248,29 +246,29 @@ class WGE(torch.nn.Module):
         over the edges.
 
         A :class:`~torch_geometric.data.Batch` of several graphs is refused:
-        WGE embeds the entities and relations of one knowledge graph (use
-        :class:`~torch_wge.nn.TwoViewEncoder` with :obj:`rf_node_type` to
-        encode a batch of graphs)."""
+        WGE embeds the entities and relations of one knowledge graph (a
+        :class:`~torch_wge.nn.TwoViewEncoder` encodes a batch of graphs from
+        ``batch.ef_edge_index`` and ``batch.rf_edge_index``)."""
         if isinstance(data, Batch) and data.num_graphs > 1:
             raise ValueError(
                 f"'{self.__class__.__name__}' embeds one knowledge graph, got a batch of {data.num_graphs} graphs; "
-                f"encode a batch of graphs with TwoViewEncoder(..., rf_node_type=batch.rf_node_type)"
+                f"encode a batch of graphs with TwoViewEncoder(x, rel, batch.ef_edge_index, batch.rf_edge_index)"
             )
         if self.encoder is None:
             return {}
         views = VIEWS[self.views]
-        missing = [attr for view in views.values() for attr in view if getattr(data, attr, None) is None]
+        missing = [view.edge_index for view in views.values() if getattr(data, view.edge_index, None) is None]
         if missing:
             raise ValueError(
                 f"'{self.__class__.__name__}(views={self.views!r})' needs {missing} on the data; "
                 f"apply the matching transforms from torch_wge.transforms"
             )
+        edges = {arg: getattr(data, view.edge_index) for arg, view in views.items()}
         if not sparse:
-            return {arg: data[view.edge_index] for arg, view in views.items()}
+            return edges
         dtype = self.entity_embedding.weight.dtype
         return {
-            arg: csr_adjacency(data[view.edge_index], int(getattr(data, view.num_nodes)), dtype)
-            for arg, view in views.items()
+            arg: csr_adjacency(edges[arg], int(getattr(data, view.num_nodes)), dtype) for arg, view in views.items()
         }
 
     def encode(self, ef_edge_index: Optional[Adj] = None, rf_edge_index: Optional[Adj] = None) -> EncodedGraph:
@@ -285,7 +283,7 @@ class WGE(torch.nn.Module):
         r"""Each layer's decoder query for ``(heads[b], relations[b])``, ``[K + 1, B, C]``.
         Each layer's relation table ``[2R, C]`` is normalised once, before its rows are gathered."""
         queries = []
-        for decoder, x, rel in zip(self.decoders, encoded.entities, encoded.relations):
+        for decoder, x, rel in zip(cast(List[QuatEDecoder], self.decoders), encoded.entities, encoded.relations):
             unit_relations = normalize_quaternion(rel).index_select(0, relations)
             queries.append(decoder.query(x.index_select(0, heads), unit_relations, normalized=True))
         return torch.stack(queries)
@@ -313,19 +311,67 @@ class WGE(torch.nn.Module):
     def loss(
         self,
         encoded: EncodedGraph,
+        head_index: Tensor,
+        rel_type: Tensor,
+        tail_index: Tensor,
+        matmul_dtype: Optional[torch.dtype] = None,
+    ) -> Tensor:
+        r"""The training loss of a batch of triples :math:`(h, r, t)`, given
+        as :meth:`torch_geometric.nn.kge.KGEModel.loss` takes them: each
+        triple is asked in both directions, as the 1-N queries
+        :math:`(h, r, ?)` and :math:`(t, r^{-1}, ?)` (relation ``r + R``),
+        a query asked by several triples of the batch once, with all their
+        answers as its positives; then :meth:`query_loss` of these queries.
+        On the batch of all training triples of some queries this is the
+        loss that :command:`torch-wge train` computes for those queries.
+
+        Args:
+            encoded (EncodedGraph): :meth:`encode` of the graph.
+            head_index (Tensor): Heads ``[B]``.
+            rel_type (Tensor): Relations ``[B]``, in :math:`[0, R)`.
+            tail_index (Tensor): Tails ``[B]``.
+            matmul_dtype (torch.dtype, optional): See :meth:`query_loss`.
+                (default: :obj:`None`)
+
+        Example:
+            >>> model = WGE(num_entities=5, num_relations=2, hidden_channels=2, num_layers=1)
+            >>> ef = torch.tensor([[0, 1], [1, 0]]); rf = torch.tensor([[0, 5], [5, 0]])
+            >>> head, rel, tail = torch.tensor([0, 1, 3]), torch.tensor([0, 1, 0]), torch.tensor([1, 2, 4])
+            >>> loss = model.loss(model.encode(ef, rf), head, rel, tail)
+            >>> loss.backward()
+        """
+        name = f"'{self.__class__.__name__}.loss'"
+        if not (head_index.dim() == rel_type.dim() == tail_index.dim() == 1):
+            raise ValueError(
+                f"{name} takes triples as head_index, rel_type, tail_index [B]; got shapes "
+                f"{[list(t.shape) for t in (head_index, rel_type, tail_index)]} (1-N queries with "
+                f"[2, P] positives go to query_loss)"
+            )
+        if not (head_index.numel() == rel_type.numel() == tail_index.numel()):
+            raise ValueError(
+                f"{name} got {head_index.numel()} heads, {rel_type.numel()} relations, {tail_index.numel()} tails"
+            )
+        heads, relations, positives = _triple_queries(head_index, rel_type, tail_index, self.num_relations)
+        return self.query_loss(encoded, heads, relations, positives, matmul_dtype)
+
+    def query_loss(
+        self,
+        encoded: EncodedGraph,
         heads: Tensor,
         relations: Tensor,
         positives: Tensor,
         matmul_dtype: Optional[torch.dtype] = None,
     ) -> Tensor:
-        r"""The training loss of a batch of queries: the objective (default
+        r"""The training loss of a batch of 1-N queries
+        ``(heads[b], relations[b])`` (relation ids in :math:`[0, 2R)`), what
+        the trainer computes: the objective (default
         1-N binary cross-entropy with label smoothing,
 
         .. math::
             \mathcal{L} = \sum_k \alpha_k \frac{1}{BN} \sum_{b, n}
             \mathrm{BCE}\left(\sigma(f_k(h_b, r_b, n)), (1 - \epsilon) y_{bn} + 1/N\right)
 
-        computed by :func:`~torch_wge.nn.kge.loss.one_to_n_loss` from the
+        computed by :func:`~torch_wge.nn.decoders.loss.one_to_n_loss` from the
         queries and the sparse positives, without holding the logits or the
         targets; in training mode with :obj:`num_candidates`, against the
         batch's sampled candidates only), plus the N3 term when :obj:`n3_weight > 0` and the
@@ -335,7 +381,7 @@ class WGE(torch.nn.Module):
             positives (Tensor): ``[2, P]`` pairs ``(b, n)`` with ``y_{bn} = 1``.
             matmul_dtype (torch.dtype, optional): Dtype of the scoring
                 matmuls (e.g. :obj:`torch.bfloat16`), see
-                :func:`~torch_wge.nn.kge.loss.one_to_n_loss`.
+                :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`.
                 (default: :obj:`None`, the parameters' dtype)
         """
         if self.num_candidates is not None and self.training:
@@ -366,7 +412,7 @@ class WGE(torch.nn.Module):
         self, encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor
     ) -> Tensor:
         r"""Relation prediction for the batch's training triples
-        :math:`(h_b, r_b, t)`, ``positives [2, T]`` as in :meth:`loss`:
+        :math:`(h_b, r_b, t)`, ``positives [2, T]`` as in :meth:`query_loss`:
 
         .. math::
             \sum_k \frac{\alpha_k}{T} \sum_{(b, t)} -\log
@@ -379,19 +425,19 @@ class WGE(torch.nn.Module):
         :math:`k` without the decoder's batch norm and dropout, so that all
         relations are scored with one matmul ``[T, C] @ [C, 2R]``."""
         rows, tails = positives
-        total = 0.0
+        losses = []
         for weight, x, rel in zip(self.layer_weights.tolist(), encoded.entities, encoded.relations):
             pair = hamilton_product(quaternion_conjugate(x.index_select(0, heads[rows])), x.index_select(0, tails))
             logits = pair @ normalize_quaternion(rel).t()  # [T, 2R]
-            total = total + weight * torch.nn.functional.cross_entropy(logits, relations[rows])
-        return total
+            losses.append(weight * torch.nn.functional.cross_entropy(logits, relations[rows]))
+        return sum(losses[1:], losses[0])
 
     @staticmethod
     def n3(encoded: EncodedGraph, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
         r"""The N3 regulariser of the batch's training triples on the input
         (layer-0) embeddings, :math:`\frac{1}{T} \sum_{(b, t)} \sum_q
         (|x_{h_b, q}|^3 + |r_{b, q}|^3 + |x_{t, q}|^3)` over the quaternions
-        :math:`q` of each embedding; ``positives [2, T]`` as in :meth:`loss`."""
+        :math:`q` of each embedding; ``positives [2, T]`` as in :meth:`query_loss`."""
         rows, tails = positives
         x, rel = encoded.entities[0], encoded.relations[0]
         cubes = [quaternion_norm(t).pow(3).sum() for t in (x[heads[rows]], rel[relations[rows]], x[tails])]

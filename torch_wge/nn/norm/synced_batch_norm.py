@@ -119,6 +119,9 @@ class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
         else:
             scale, shift = invstd.to(input.dtype), (-mean * invstd).to(input.dtype)
         if self.track_running_stats:
+            # buffers that track_running_stats creates
+            assert self.running_mean is not None and self.running_var is not None
+            assert self.num_batches_tracked is not None
             with torch.no_grad():
                 self.num_batches_tracked.add_(1)
                 factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum

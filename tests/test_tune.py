@@ -1,0 +1,389 @@
+"""``torch-wge tune`` on a small random KG: a study's trials and their run folders,
+pruning, resuming after a kill, two workers on one storage, the best settings
+file, and bad search spaces."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+optuna = pytest.importorskip("optuna")
+
+from optuna.trial import TrialState  # noqa: E402
+
+from torch_wge.cli import main  # noqa: E402
+from torch_wge.testing import random_kg  # noqa: E402
+from torch_wge.training.run_folder import read_log  # noqa: E402
+from torch_wge.tune import DEFAULT_SPACE, check_space, suggest, tune  # noqa: E402
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+#: A small space: every trial trains a few epochs of a tiny model.
+SPACE = {
+    "lr": {"type": "float", "low": 1e-3, "high": 5e-2, "log": True},
+    "num_layers": {"type": "categorical", "choices": [1, 2]},
+    "hidden_channels": {"type": "categorical", "choices": [2, 4]},
+}
+
+
+@pytest.fixture(scope="module")
+def kg_folder(tmp_path_factory):
+    """A small KG as a folder of triple files."""
+    folder = tmp_path_factory.mktemp("kg")
+    data = random_kg(30, 3, 300, seed=7)
+    for split, mask in (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask)):
+        lines = [
+            f"e{h:03d}\tP{r}\te{t:03d}"
+            for (h, t), r in zip(data.edge_index.t()[mask].tolist(), data.edge_type[mask].tolist())
+        ]
+        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def write_json(path: Path, value) -> Path:
+    path.write_text(json.dumps(value))
+    return path
+
+
+def tune_argv(kg_folder, tmp: Path, out: Path, epochs: int = 4, space=SPACE, *extra) -> list:
+    base = write_json(tmp / "base.json", {"epochs": epochs, "eval_every": 2, "batch_size": 64})
+    space_file = write_json(tmp / "space.json", space)
+    return [
+        "tune",
+        "--dataset",
+        str(kg_folder),
+        "--root",
+        str(tmp / "data"),
+        "--config",
+        str(base),
+        "--space",
+        str(space_file),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--threads",
+        "1",
+        *extra,
+    ]
+
+
+def load(out: Path) -> optuna.Study:
+    return optuna.load_study(study_name="wge", storage=f"sqlite:///{out / 'study.db'}")
+
+
+def evaluations(folder: Path) -> list:
+    """The losses and validation MRRs a run folder's log holds, in order."""
+    return [(r["event"], r["epoch"], r.get("loss", r.get("both.mrr"))) for r in read_log(folder / "log.jsonl")[:-1]]
+
+
+@pytest.fixture(scope="module")
+def study_folder(kg_folder, tmp_path_factory):
+    """A finished 3-trial study and what the command printed."""
+    tmp = tmp_path_factory.mktemp("tune")
+    out = tmp / "out"
+    threads = torch.get_num_threads()
+    code = main(tune_argv(kg_folder, tmp, out, 4, SPACE, "--trials", "3"))
+    torch.set_num_threads(threads)
+    assert code == 0
+    return out
+
+
+def test_a_study_records_each_trial_as_a_run_folder(study_folder, capsys):
+    study = load(study_folder)
+    trials = study.get_trials()
+    assert [t.number for t in trials] == [0, 1, 2]
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    assert len({tuple(t.params.items()) for t in trials}) == 3
+    for trial in trials:
+        folder = study_folder / "trials" / str(trial.number)
+        results = json.loads((folder / "results.json").read_text())
+        assert results["epochs_trained"] == 4
+        assert {k: results["config"][k] for k in trial.params} == trial.params
+        # the value is the best checkpoint's validation MRR: the largest logged at a validation
+        logged = [mrr for event, _, mrr in evaluations(folder) if event == "eval"]
+        assert trial.value == results["valid"]["metrics"]["both"]["mrr"] == max(logged)
+        assert trial.intermediate_values == {2: logged[0], 4: logged[1]}
+    best = max(trials, key=lambda t: t.value)
+    assert json.loads((study_folder / "best.json").read_text()) == best.user_attrs["config"]
+
+
+def test_the_best_settings_file_reproduces_its_trial(study_folder, tmp_path, one_torch_thread):
+    best = json.loads((study_folder / "best.json").read_text())
+    trial = max(load(study_folder).get_trials(), key=lambda t: t.value)
+    out = tmp_path / "again"
+    code = main(["train", "--config", str(study_folder / "best.json"), "--out", str(out), "--no-progress"])
+    assert code == 0
+    assert json.loads((out / "config.json").read_text()) == best
+    assert evaluations(out) == evaluations(study_folder / "trials" / str(trial.number))
+
+
+def test_the_same_command_again_adds_no_trial(kg_folder, study_folder, capsys, one_torch_thread):
+    tmp = study_folder.parent
+    assert main(tune_argv(kg_folder, tmp, study_folder, 4, SPACE, "--trials", "3")) == 0
+    assert len(load(study_folder).get_trials()) == 3
+    assert "3 trials (3 complete" in capsys.readouterr().out
+
+
+class PruneAllButTheFirst(optuna.pruners.BasePruner):
+    """Prunes every trial but trial 0 at its first report."""
+
+    def prune(self, study, trial):
+        return trial.number > 0
+
+
+def test_a_pruned_trial_stops_at_its_validation(kg_folder, tmp_path, one_torch_thread):
+    base = {"dataset": str(kg_folder), "root": str(tmp_path / "data"), "epochs": 6, "eval_every": 2, "batch_size": 64}
+    lines = []
+    study = tune(
+        base, SPACE, tmp_path / "out", trials=2, pruner=PruneAllButTheFirst(), progress=False, echo=lines.append
+    )
+    first, pruned = study.get_trials()
+    assert (first.state, pruned.state) == (TrialState.COMPLETE, TrialState.PRUNED)
+    folder = tmp_path / "out" / "trials" / "1"
+    records = read_log(folder / "log.jsonl")
+    assert [r["epoch"] for r in records if r["event"] == "epoch"] == [1, 2]  # of 6 epochs
+    assert pruned.intermediate_values == {2: records[-1]["both.mrr"]}
+    assert not (folder / "results.json").exists() and (folder / "last.pt").is_file()
+    assert lines[1].startswith("trial 1 | pruned | pruned at epoch 2 (validation MRR ")
+
+
+def run_tune_process(argv: list) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPOSITORY), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch_wge", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_for(condition, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(kg_folder, tmp_path, capsys, one_torch_thread):
+    out = tmp_path / "out"
+    argv = tune_argv(kg_folder, tmp_path, out, 16, SPACE, "--trials", "3", "--heartbeat", "1")
+    process = run_tune_process(argv)
+    first_log = out / "trials" / "1" / "log.jsonl"
+    try:
+        wait_for(lambda: first_log.is_file() and first_log.stat().st_size > 0)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert not (out / "trials" / "1" / "results.json").exists()  # killed during trial 1
+    finished = (out / "trials" / "0" / "results.json").read_bytes()
+    killed = load(out).get_trials()[1]
+    assert killed.state == TrialState.RUNNING
+    # past the grace period of two heartbeats (2 s) as SQLite sees it: its timestamps are whole
+    # seconds, so a heartbeat 2.5 s back can read as 2 s; 3.5 s reads as 3 s or more
+    time.sleep(3.5)
+
+    assert main(argv) == 0
+    trials = load(out).get_trials()
+    states = [t.state for t in trials]
+    assert states == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
+    assert trials[2].params == killed.params  # the killed trial's settings, run again
+    assert trials[2].system_attrs["failed_trial"] == 1
+    assert (out / "trials" / "0" / "results.json").read_bytes() == finished  # trial 0 kept, not run again
+    assert len(read_log(out / "trials" / "2" / "log.jsonl")) == 16 + 8 + 1
+    assert "trial 1 was left running by a worker that stopped" in capsys.readouterr().out
+
+
+def test_two_workers_share_one_study(kg_folder, tmp_path):
+    out = tmp_path / "out"
+    argv = tune_argv(kg_folder, tmp_path, out, 4, SPACE, "--trials", "4", "--heartbeat", "5")
+    workers = [run_tune_process(argv) for _ in range(2)]
+    outputs = [worker.communicate(timeout=300) for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0], outputs
+    trials = load(out).get_trials()
+    # workers that look at the same instant may each start one more trial
+    assert 4 <= len(trials) <= 5 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == len(trials)  # no settings drawn twice
+    ran = [line for stdout, _ in outputs for line in stdout.splitlines() if " | complete | " in line]
+    assert sorted(int(line.split()[1]) for line in ran) == [t.number for t in trials]  # each trial by one worker
+    for trial in trials:
+        assert json.loads((out / "trials" / str(trial.number) / "results.json").read_text())["epochs_trained"] == 4
+
+
+@pytest.mark.parametrize(
+    "space, message",
+    [
+        ({"learning_rate": {"type": "float", "low": 0.1, "high": 0.2}}, "learning_rate: unknown setting"),
+        ({"lr": {"type": "float", "low": 0.0, "high": 0.2}}, "lr: lr must be in (0, 1], got 0.0"),
+        ({"dropout": {"type": "float", "low": 0.2, "high": 0.1}}, "dropout: low and high must be floats with low <="),
+        ({"lr": {"type": "int", "low": 1, "high": 2}}, "lr: a spec of type int for a setting of type float; use float"),
+        ({"num_layers": {"type": "categorical", "choices": []}}, "num_layers: choices must be a non-empty list"),
+        ({"num_layers": {"type": "categorical", "choices": [1, -1]}}, "num_layers: num_layers must be >= 0, got -1"),
+        ({"views": {"type": "categorical", "choices": ["two-view", "x"]}}, "views: views must be one of"),
+        ({"beta": {"type": "uniform", "low": 0, "high": 1}}, 'beta: expected an object with "type" one of'),
+        ({"beta": {"type": "float", "low": 0, "high": 1, "q": 0.1}}, "beta: a float spec takes low, high, step, log"),
+        ({"lr": {"type": "float", "low": 0.0, "high": 0.1, "log": True}}, "lr: a log spec needs low > 0"),
+        ({"dataset": {"type": "categorical", "choices": ["codex-s"]}}, "dataset: not searched"),
+        ({}, "expected a non-empty object of settings to search"),
+        ([1], "expected an object of settings, found list"),
+    ],
+)
+def test_a_bad_space_is_one_line_naming_the_file_and_key(space, message, kg_folder, tmp_path, capsys):
+    argv = tune_argv(kg_folder, tmp_path, tmp_path / "out", 4, space, "--trials", "1")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'space.json'}: {message}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_space_file_that_is_no_json_is_one_line(kg_folder, tmp_path, capsys):
+    argv = tune_argv(kg_folder, tmp_path, tmp_path / "out", 4, SPACE, "--trials", "1")
+    (tmp_path / "space.json").write_text("{lr: 1")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'space.json'}: not valid JSON" in err
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"learning_rate": 0.1}, "learning_rate: unknown setting"),
+        ({"lr": "fast"}, "lr: setting 'lr' must be a number, found 'fast'"),
+        ({"hidden_channels": 0}, "hidden_channels: hidden channels must be positive, got 0"),
+        ({"objective": "bce", "candidates": 10}, "candidates needs --objective softmax"),
+    ],
+)
+def test_a_bad_settings_file_is_one_line_naming_the_file_and_key(settings, message, tmp_path, capsys):
+    path = write_json(tmp_path / "settings.json", settings)
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: {message}" in err, err
+
+
+def test_a_yaml_settings_file_is_read_and_the_command_line_wins(tmp_path):
+    pytest.importorskip("yaml")
+    from torch_wge.cli import build_parser, config_from_args
+
+    path = tmp_path / "settings.yaml"
+    path.write_text("lr: 0.002\nnum_layers: 1\nrecipe: paper\n")
+    config = config_from_args(build_parser().parse_args(["train", "--config", str(path), "--num-layers", "3"]))
+    assert (config.lr, config.num_layers, config.recipe, config.epochs) == (0.002, 3, "paper", 3000)
+
+
+def test_the_default_space_is_valid_and_drawn_as_given():
+    assert check_space(DEFAULT_SPACE, "default") == DEFAULT_SPACE
+    chosen = {"num_layers": 3, "lr": 0.005, "batch_size": 512, "hidden_channels": 16, "alpha0": 0.6, "beta": 0.4}
+    chosen.update(dropout=0.25, label_smoothing=0.05, weight_decay=0.1, epochs=300)
+    assert suggest(optuna.trial.FixedTrial(chosen), DEFAULT_SPACE) == chosen
+
+
+@pytest.mark.parametrize("name", ["fb15k-237.json", "codex-m.json"])
+def test_the_example_settings_and_space_are_valid(name):
+    from torch_wge.training import TrainConfig
+    from torch_wge.training.settings_file import read_mapping, read_settings_file
+
+    examples = REPOSITORY / "examples" / "tune"
+    space = check_space(read_mapping(examples / "large-space.json"), "large-space.json")
+    settings = read_settings_file(examples / name)
+    # the space's smallest and largest settings, over the shared ones, pass train's checks
+    for end in (0, -1):
+        drawn = {key: spec.get("choices", [spec.get("low"), spec.get("high")])[end] for key, spec in space.items()}
+        TrainConfig.from_dict({**settings, **drawn}).validate()
+
+
+def test_plot_draws_a_studys_history_and_importances(study_folder, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from torch_wge.plot import study_figures
+
+    trials = load(study_folder).get_trials()
+    figures = study_figures(load(study_folder))
+    history = figures["history"].axes[0]
+    drawn = sorted(y for collection in history.collections for _, y in collection.get_offsets().tolist())
+    assert drawn == sorted(t.value for t in trials)  # one point per trial, at its value
+    bars = figures["importances"].axes[0].patches
+    assert len(bars) == len(SPACE)
+
+    out = tmp_path / "study.png"
+    storage = f"sqlite:///{study_folder / 'study.db'}"
+    for argv in (["plot", str(study_folder)], ["plot", "--study", "wge", "--storage", storage]):
+        assert main([*argv, "--out", str(out)]) == 0
+        for name in ("history", "importances"):
+            assert (tmp_path / f"study-{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            (tmp_path / f"study-{name}.png").unlink()
+    assert main(["plot", "--study", "other", "--storage", storage, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.endswith(f"no study 'other' in {storage}\n")
+
+
+def test_a_time_limit_starts_no_trial_after_it(kg_folder, tmp_path, monkeypatch, one_torch_thread):
+    import torch_wge.tune.study as study_module
+
+    # a clock that reads 0 at the start and 40 s more at each look: the 1-minute limit
+    # lets the first trial start (40 s) and stops before a second one (80 s)
+    readings = iter(range(0, 1000, 40))
+    monkeypatch.setattr(study_module, "time", types.SimpleNamespace(monotonic=lambda: next(readings)))
+    base = {"dataset": str(kg_folder), "root": str(tmp_path / "data"), "epochs": 2, "batch_size": 64}
+    study = tune(base, SPACE, tmp_path / "out", time_limit=1.0, progress=False, echo=lambda line: None)
+    assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ([], "tune: give --trials N, --time-limit MINUTES or both"),
+        (["--trials", "1", "--storage", "nosuch://x"], "--storage nosuch://x: cannot open the database"),
+        (["--trials", "1", "--time-limit", "-1"], "--time-limit must be positive (minutes), got -1.0"),
+    ],
+)
+def test_bad_tune_options_are_one_line(extra, message, kg_folder, tmp_path, capsys):
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, *extra)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_tune_without_optuna_says_how_to_install_it(kg_folder, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna raises ImportError
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, "--trials", "1")) == 2
+    assert "pip install 'torch_wge[tune]'" in capsys.readouterr().err
+
+
+def test_a_trial_that_fails_by_its_settings_counts_and_says_why(kg_folder, tmp_path, capsys, one_torch_thread):
+    space = {
+        "objective": {"type": "categorical", "choices": ["bce"]},
+        "candidates": {"type": "int", "low": 10, "high": 10},
+    }
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, space, "--trials", "2")) == 0
+    assert [t.state for t in load(tmp_path / "out").get_trials()] == [TrialState.FAIL] * 2
+    captured = capsys.readouterr()
+    assert captured.out.count("| fail | refused settings: candidates needs --objective softmax") == 2
+    assert "Traceback" not in captured.err and not (tmp_path / "out" / "best.json").exists()
+
+
+def test_a_diverged_trial_is_failed_and_the_study_goes_on(kg_folder, tmp_path, monkeypatch, one_torch_thread):
+    from torch_wge.training import Trainer
+
+    monkeypatch.setattr(Trainer, "train_epoch", lambda self: float("nan"))
+    base = {"dataset": str(kg_folder), "root": str(tmp_path / "data"), "epochs": 2, "batch_size": 64}
+    lines = []
+    study = tune(base, SPACE, tmp_path / "out", trials=2, progress=False, echo=lines.append)
+    assert [t.state for t in study.get_trials()] == [TrialState.FAIL] * 2
+    assert all("| fail | the loss became nan in epoch 1 |" in line for line in lines[:2])
+
+
+def test_a_study_refuses_another_space(kg_folder, study_folder, capsys):
+    space = {**SPACE, "dropout": {"type": "float", "low": 0.0, "high": 0.5}}
+    assert main(tune_argv(kg_folder, study_folder.parent, study_folder, 4, space, "--trials", "4")) == 2
+    err = capsys.readouterr().err
+    assert "was started with another search space or settings (differing: dropout)" in err
+    assert len(load(study_folder).get_trials()) == 3
+
+
+def test_the_command_lines_pruners_are_those_of_the_study():
+    from torch_wge.cli import build_parser
+    from torch_wge.tune import PRUNERS
+
+    tune_parser = build_parser()._subparsers._group_actions[0].choices["tune"]
+    pruner = next(action for action in tune_parser._actions if action.dest == "pruner")
+    assert sorted(pruner.choices) == sorted(PRUNERS)

@@ -1,0 +1,72 @@
+"""The run folder's pieces on their own: opening it for a new or a resumed run, and the log."""
+
+import json
+
+import pytest
+
+from torch_wge.training.checkpoint import CheckpointError
+from torch_wge.training.run_folder import (
+    RunFolderBusy,
+    RunFolderHoldsRun,
+    RunLog,
+    open_run_folder,
+    read_log,
+)
+
+
+def test_open_refuses_what_it_must_and_leaves_the_folder_unlocked(tmp_path):
+    folder = tmp_path / "run"
+    with pytest.raises(CheckpointError, match="nothing to resume"):
+        open_run_folder(folder, resume=True)
+    (folder / "last.pt").write_bytes(b"x")
+    with pytest.raises(RunFolderHoldsRun):
+        open_run_folder(folder, resume=False)
+    lock = open_run_folder(folder, resume=True)  # both refusals released the lock they took
+    with pytest.raises(RunFolderBusy):
+        open_run_folder(folder, resume=True)
+    lock.release()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        open_run_folder(tmp_path / "file", resume=False)
+
+
+def test_a_new_run_removes_the_files_of_a_run_killed_before_its_first_checkpoint(tmp_path):
+    for name in ("log.jsonl", "best.pt", "results.json", "notes.txt"):
+        (tmp_path / name).write_text("old")
+    open_run_folder(tmp_path, resume=False).release()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_log_records_and_truncation(tmp_path):
+    log = RunLog(tmp_path / "log.jsonl")
+    for epoch in (1, 2, 3):
+        log.epoch(epoch, loss=1.0 / epoch, lr=0.1, seconds=2.0, wall_seconds=2.0 * epoch)
+        if epoch % 2 == 0:
+            log.validation(epoch, 0.5, 2.0 * epoch + 0.5, {"both.mrr": 0.25}, trained={"both.mrr": 0.2})
+    log.final(2, {"both.mrr": 0.25}, {"both.mrr": 0.24})
+    records = read_log(tmp_path / "log.jsonl")
+    assert [(r["event"], r.get("epoch")) for r in records] == [
+        ("epoch", 1),
+        ("epoch", 2),
+        ("eval", 2),
+        ("epoch", 3),
+        ("final", None),
+    ]
+    assert records[2] == {
+        "event": "eval",
+        "split": "valid",
+        "epoch": 2,
+        "seconds": 0.5,
+        "wall_seconds": 4.5,
+        "both.mrr": 0.25,
+        "trained_weights": {"both.mrr": 0.2},
+    }
+    assert records[4] == {"event": "final", "best_epoch": 2, "valid": {"both.mrr": 0.25}, "test": {"both.mrr": 0.24}}
+    log.truncate(2)  # a resume from epoch 2 drops epoch 3 and the final record
+    assert [json.loads(line)["event"] for line in (tmp_path / "log.jsonl").read_text().splitlines()] == [
+        "epoch",
+        "epoch",
+        "eval",
+    ]
+    RunLog(tmp_path / "other.jsonl", enabled=False).epoch(1, 1.0, 0.1, 1.0, 1.0)  # not the writing process
+    assert not (tmp_path / "other.jsonl").exists()

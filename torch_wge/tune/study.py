@@ -1,0 +1,341 @@
+"""A hyperparameter search of WGE runs on Optuna: ``torch-wge tune``.
+
+Each trial draws settings from a search space (:mod:`torch_wge.tune.space`)
+over fixed base settings and trains a normal run in ``<out>/trials/<number>/``
+with the :class:`~torch_wge.training.Trainer` that ``torch-wge train`` uses;
+its value is the filtered validation MRR of its best checkpoint. Every
+validation reports its MRR to Optuna, so that a pruner stops a poor trial
+after that epoch (its run folder then ends there and the trial is recorded as
+pruned).
+
+The study lives in an Optuna database storage (by default the SQLite file
+``<out>/study.db``; a PostgreSQL or MySQL URL serves workers on several
+machines). Running the same command again continues it, and so does the same
+command in several processes at once: each worker counts the trials that
+finished (complete, pruned, or failed by their own settings) and those
+running, and starts another until ``trials`` are reached or its
+``time_limit`` has passed. A worker keeps a heartbeat for its running trial;
+a trial whose worker was killed goes stale after two heartbeat intervals, is
+marked failed by the next worker that looks, and its settings are queued to
+run again as a new trial.
+"""
+
+import contextlib
+import json
+import math
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Union
+
+import numpy as np
+import optuna
+import sqlalchemy.exc
+from optuna.trial import FrozenTrial, TrialState
+
+from torch_wge import io
+from torch_wge.training import Trainer, load_data
+from torch_wge.training.checkpoint import vocabulary_digest
+from torch_wge.training.config import TrainConfig
+from torch_wge.training.trainer import TrainingError
+from torch_wge.tune.space import suggest
+
+PathLike = Union[str, Path]
+
+#: The pruners of ``--pruner``: each makes a fresh :class:`optuna.pruners.BasePruner`.
+PRUNERS: Dict[str, Callable[[], optuna.pruners.BasePruner]] = {
+    "median": lambda: optuna.pruners.MedianPruner(n_startup_trials=5),
+    "hyperband": lambda: optuna.pruners.HyperbandPruner(),
+    "none": lambda: optuna.pruners.NopPruner(),
+}
+
+#: The file of a tune folder naming its study and storage (what ``torch-wge plot`` reads).
+STUDY_FILE = "study.json"
+
+#: The file of a tune folder holding the best trial's settings, for ``torch-wge train --config``.
+BEST_FILE = "best.json"
+
+#: Trials shown in the closing table.
+TABLE_ROWS = 5
+
+
+class TrialFailed(Exception):
+    """A trial that failed by its own settings (a diverged loss, a refused
+    combination): recorded as failed, and the study goes on."""
+
+
+@contextlib.contextmanager
+def optuna_errors_only() -> Iterator[None]:
+    """Optuna's own log limited to errors: the lines of the study are ours."""
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+
+
+def default_storage(out: PathLike) -> str:
+    """The URL of the SQLite file ``<out>/study.db``."""
+    return f"sqlite:///{(Path(out) / 'study.db').resolve()}"
+
+
+def open_study(
+    name: str,
+    storage: str,
+    pruner: optuna.pruners.BasePruner,
+    heartbeat: int = 60,
+    echo: Callable[[str], None] = print,
+) -> optuna.Study:
+    """The study ``name`` in the database ``storage`` (an SQLAlchemy URL),
+    created if absent, maximising; trials whose worker stopped beating for
+    ``2 * heartbeat`` seconds are marked failed and run again (said through ``echo``)."""
+
+    def rerun_stale(study: optuna.Study, trial: FrozenTrial) -> None:
+        echo(
+            f"trial {trial.number} was left running by a worker that stopped (no heartbeat for "
+            f"{2 * heartbeat}s): marked failed; its settings are queued to run again as a new trial"
+        )
+        optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)(study, trial)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            rdb = optuna.storages.RDBStorage(
+                storage,
+                heartbeat_interval=heartbeat,
+                grace_period=2 * heartbeat,
+                heartbeat_stale_trial_callback=rerun_stale,
+            )
+        return optuna.create_study(
+            study_name=name, storage=rdb, direction="maximize", pruner=pruner, load_if_exists=True
+        )
+    except (ImportError, sqlalchemy.exc.SQLAlchemyError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise ValueError(f"--storage {storage}: cannot open the database ({reason})") from None
+
+
+def counts_toward_total(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` is one of the study's finished trials: complete,
+    pruned, or failed by its settings (not by a killed worker, whose settings run again)."""
+    return trial.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
+        trial.state == TrialState.FAIL and "error" in trial.user_attrs
+    )
+
+
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler's seed for trial ``number`` of a study seeded with ``seed``:
+    workers draw different settings, and a resumed study new ones."""
+    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
+
+
+def format_trial(trial: FrozenTrial) -> str:
+    """One line for a finished trial: number, state, value, minutes, settings."""
+    minutes = trial.duration.total_seconds() / 60 if trial.duration is not None else math.nan
+    if trial.state == TrialState.COMPLETE:
+        outcome = f"validation MRR {trial.value:.4f}"
+    elif trial.state == TrialState.PRUNED and trial.intermediate_values:
+        epoch = max(trial.intermediate_values)
+        outcome = f"pruned at epoch {epoch} (validation MRR {trial.intermediate_values[epoch]:.4f})"
+    else:
+        outcome = trial.user_attrs.get("error", trial.state.name.lower())
+    settings = " ".join(f"{key}={_short(value)}" for key, value in trial.params.items())
+    return f"trial {trial.number} | {trial.state.name.lower()} | {outcome} | {minutes:.1f} min | {settings}"
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _mrr(trial: FrozenTrial) -> float:
+    """A complete trial's validation MRR (Optuna types a trial's value as optional)."""
+    assert trial.value is not None, f"trial {trial.number} has no value"
+    return trial.value
+
+
+def _minutes(trial: FrozenTrial) -> float:
+    """A finished trial's duration in minutes."""
+    assert trial.duration is not None, f"trial {trial.number} has not finished"
+    return trial.duration.total_seconds() / 60
+
+
+def best_table(study: optuna.Study, rows: int = TABLE_ROWS) -> str:
+    """The study's counts of trials by state and its ``rows`` best complete trials as a table."""
+    trials = study.get_trials(deepcopy=False)
+    states = [TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING, TrialState.WAITING]
+    counts = ", ".join(f"{sum(t.state == s for t in trials)} {s.name.lower()}" for s in states)
+    lines = [f"study {study.study_name}: {len(trials)} trials ({counts})"]
+    complete = sorted((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: -_mrr(t))[:rows]
+    if complete:
+        names = list(complete[0].params)
+        header = ["trial", "valid MRR", "minutes", *names]
+        body = [
+            [str(t.number), f"{_mrr(t):.4f}", f"{_minutes(t):.1f}"] + [_short(t.params.get(name)) for name in names]
+            for t in complete
+        ]
+        widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+        lines += ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in [header, *body]]
+    return "\n".join(lines)
+
+
+#: Base settings a worker may give otherwise than the study's first: where it reads and computes.
+WORKER_SETTINGS = ("root", "device")
+
+
+def _check_same_search(study: optuna.Study, search: Dict[str, Any], storage: str) -> None:
+    """Records ``search`` (the space and the base settings but :data:`WORKER_SETTINGS`)
+    in a new study; refuses another one for a study that recorded its own."""
+    search = {"space": search["space"], "base": {k: v for k, v in search["base"].items() if k not in WORKER_SETTINGS}}
+    stored = study.user_attrs.get("search")
+    if stored is None:
+        study.set_user_attr("search", search)
+    elif json.dumps(stored, sort_keys=True) != json.dumps(search, sort_keys=True):
+        changed = sorted(
+            key
+            for part in ("space", "base")
+            for key in set(stored[part]) | set(search[part])
+            if stored[part].get(key) != search[part].get(key)
+        )
+        raise ValueError(
+            f"study {study.study_name!r} in {storage} was started with another search space or settings "
+            f"(differing: {', '.join(changed)}); give the same ones, or another --study"
+        )
+
+
+def tune(
+    base: Mapping[str, Any],
+    space: Mapping[str, Mapping[str, Any]],
+    out: PathLike,
+    trials: Optional[int] = None,
+    time_limit: Optional[float] = None,
+    study_name: str = "wge",
+    storage: Optional[str] = None,
+    pruner: Union[str, optuna.pruners.BasePruner] = "median",
+    seed: int = 0,
+    heartbeat: int = 60,
+    progress: bool = True,
+    echo: Callable[[str], None] = print,
+) -> optuna.Study:
+    r"""Runs (or continues) a study until it holds ``trials`` finished trials
+    or this worker's ``time_limit`` has passed, whichever comes first
+    (checked between trials), and returns it.
+
+    Every finished trial is one line through ``echo`` (number, state,
+    validation MRR, minutes, settings), and ``<out>/best.json`` is rewritten
+    with the best trial's full settings; at the end a table of the best trials.
+
+    Args:
+        base (dict): Settings of every trial (:class:`TrainConfig` fields),
+            under those the space draws.
+        space (dict): The search space (see :mod:`torch_wge.tune.space`), checked.
+        out (str or Path): The tune folder: ``trials/<number>/`` run folders,
+            ``study.db`` (the default storage), ``study.json``, ``best.json``.
+        trials (int, optional): Finished trials to reach. (default: :obj:`None`)
+        time_limit (float, optional): Minutes after which this worker starts
+            no new trial. (default: :obj:`None`; one of the two is needed)
+        study_name (str, optional): The study's name in the storage. (default: ``"wge"``)
+        storage (str, optional): An SQLAlchemy database URL.
+            (default: ``sqlite:///<out>/study.db``)
+        pruner (str or BasePruner, optional): A name of :data:`PRUNERS` or a
+            pruner. (default: ``"median"``)
+        seed (int, optional): Seed of the sampler (:class:`optuna.samplers.TPESampler`,
+            reseeded per trial with :func:`trial_seed`). (default: :obj:`0`)
+        heartbeat (int, optional): Seconds between a running trial's heartbeats. (default: :obj:`60`)
+        progress (bool, optional): Show each trial's progress bars. (default: :obj:`True`)
+        echo (callable, optional): Where the lines go. (default: :func:`print`)
+    """
+    if trials is None and time_limit is None:
+        raise ValueError("give a number of trials or a time limit (or both)")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    storage = storage or default_storage(out)
+    search = {"space": dict(space), "base": dict(base)}
+    with optuna_errors_only(), io.FolderLock(out, wait=True):  # workers starting together create the database once
+        study = open_study(
+            study_name, storage, PRUNERS[pruner]() if isinstance(pruner, str) else pruner, heartbeat, echo
+        )
+        _check_same_search(study, search, storage)
+        io.write_json(out / STUDY_FILE, {"study": study_name, "storage": storage})
+
+    def objective(trial: optuna.Trial) -> float:
+        # a sampler seeded by the trial's number: parallel workers and a resumed study draw anew
+        study.sampler = optuna.samplers.TPESampler(seed=trial_seed(seed, trial.number), constant_liar=True)
+        config = TrainConfig.from_dict({**base, **suggest(trial, space)})
+        trial.set_user_attr("config", config.to_dict())
+        try:
+            config.validate()
+        except ValueError as error:
+            trial.set_user_attr("error", f"refused settings: {error}")
+            raise TrialFailed(error) from None
+        dataset, data = load_data(config)
+        vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
+
+        def report(epoch: int, mrr: float) -> None:
+            trial.report(mrr, epoch)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at epoch {epoch}")
+
+        folder = out / "trials" / str(trial.number)
+        trainer = Trainer(config, data, folder, progress=progress, vocabulary=vocabulary, on_validation=report)
+        try:
+            result = trainer.fit()
+        except TrainingError as error:
+            trial.set_user_attr("error", str(error).split(";")[0])
+            raise TrialFailed(error) from None
+        return result["valid"]["metrics"]["both"]["mrr"]
+
+    def finished(study: optuna.Study, trial: FrozenTrial) -> None:
+        echo(format_trial(trial))
+        write_best(study, out)
+
+    started = time.monotonic()
+    with optuna_errors_only():
+        while True:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(study)
+            all_trials = study.get_trials(deepcopy=False)
+            taken = sum(counts_toward_total(t) or t.state == TrialState.RUNNING for t in all_trials)
+            if trials is not None and taken >= trials:
+                break
+            if time_limit is not None and time.monotonic() - started >= 60 * time_limit:
+                break
+            study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=[finished])
+    write_best(study, out)
+    echo(best_table(study))
+    return study
+
+
+def write_best(study: optuna.Study, out: PathLike) -> Optional[Dict[str, Any]]:
+    """Writes the full settings of the study's best complete trial to
+    ``<out>/best.json`` (atomically) and returns them; :obj:`None` before any
+    trial completed."""
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not complete:
+        return None
+    best = max(complete, key=_mrr)
+    config = best.user_attrs["config"]
+    io.write_json(Path(out) / BEST_FILE, config)
+    return config
+
+
+def read_study_file(folder: PathLike) -> Dict[str, str]:
+    """The study name and storage a tune folder's ``study.json`` names."""
+    path = Path(folder) / STUDY_FILE
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: not the study file of a tune folder ({error})") from None
+    if not (
+        isinstance(values, dict) and isinstance(values.get("study"), str) and isinstance(values.get("storage"), str)
+    ):
+        raise ValueError(f'{path}: expected {{"study": NAME, "storage": URL}}')
+    return values
+
+
+def load_study(name: str, storage: str) -> optuna.Study:
+    """An existing study, read-only use (for plots)."""
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        raise ValueError(f"no study {name!r} in {storage}") from None
