@@ -77,6 +77,7 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
 
     import torch_wge.datasets
     import torch_wge.nn
+    import torch_wge.training.model
 
     def random_kg_in_place_of_codex(name, root, pre_transform):  # the example's own pre-transform, on a small graph
         assert (name, root) == ("codex-s", "data")
@@ -96,7 +97,7 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
             raise SystemExit(0)
 
     monkeypatch.setattr(torch_wge.datasets, "get_dataset", random_kg_in_place_of_codex)
-    monkeypatch.setattr(torch_wge.nn, "WGE", KeptWGE)
+    monkeypatch.setattr(torch_wge.training.model, "WGE", KeptWGE)  # the model build_model makes
     monkeypatch.setattr(torch.optim, "AdamW", StopAtTheOptimiser)
     run_example_until_it_stops(monkeypatch, "--recipe", recipe, "--device", "cpu")
     monkeypatch.undo()
