@@ -19,7 +19,7 @@ optuna = pytest.importorskip("optuna")
 from optuna.trial import TrialState  # noqa: E402
 
 from torch_wge.cli import main  # noqa: E402
-from torch_wge.testing import random_kg  # noqa: E402
+from torch_wge.testing import random_kg, write_triples_folder  # noqa: E402
 from torch_wge.training.run_folder import read_log  # noqa: E402
 from torch_wge.tune import DEFAULT_SPACE, check_space, suggest, tune  # noqa: E402
 
@@ -36,15 +36,7 @@ SPACE = {
 @pytest.fixture(scope="module")
 def kg_folder(tmp_path_factory):
     """A small KG as a folder of triple files."""
-    folder = tmp_path_factory.mktemp("kg")
-    data = random_kg(30, 3, 300, seed=7)
-    for split, mask in (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask)):
-        lines = [
-            f"e{h:03d}\tP{r}\te{t:03d}"
-            for (h, t), r in zip(data.edge_index.t()[mask].tolist(), data.edge_type[mask].tolist())
-        ]
-        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    return folder
+    return write_triples_folder(random_kg(30, 3, 300, seed=7), tmp_path_factory.mktemp("kg"))
 
 
 def write_json(path: Path, value) -> Path:

@@ -5,7 +5,6 @@ import os
 import traceback
 
 import pytest
-import torch_geometric.transforms as T
 
 from torch_wge.cli import main
 from torch_wge.testing import random_kg, write_triples_folder
@@ -13,7 +12,6 @@ from torch_wge.training import TrainConfig, Trainer
 from torch_wge.training import trainer as trainer_module
 from torch_wge.training.run_folder import read_log
 from torch_wge.training.trackers import TensorBoardTracker, Tracker
-from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 plugin_data_pb2 = pytest.importorskip("tensorboard.plugins.hparams.plugin_data_pb2")
@@ -25,9 +23,8 @@ CONFIG = dict(
 
 
 @pytest.fixture(scope="module")
-def data():
-    kg = random_kg(30, 3, 240, seed=5)
-    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
+def data(tiny_two_view_kg):
+    return tiny_two_view_kg
 
 
 @pytest.fixture(autouse=True)
