@@ -2,6 +2,8 @@
 pruning, resuming after a kill, two workers on one storage, the best settings
 file, and bad search spaces."""
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -77,14 +79,20 @@ def evaluations(folder: Path) -> list:
 
 @pytest.fixture(scope="module")
 def study_folder(kg_folder, tmp_path_factory):
-    """A finished 3-trial study and what the command printed."""
+    """A finished 3-trial study (on a dataset processed in it); what it wrote to stderr in ``stderr.txt``."""
     tmp = tmp_path_factory.mktemp("tune")
     out = tmp / "out"
     threads = torch.get_num_threads()
-    code = main(tune_argv(kg_folder, tmp, out, 4, SPACE, "--trials", "3"))
+    with contextlib.redirect_stderr(io.StringIO()) as stderr:
+        code = main(tune_argv(kg_folder, tmp, out, 4, SPACE, "--trials", "3"))
     torch.set_num_threads(threads)
     assert code == 0
+    (tmp / "stderr.txt").write_text(stderr.getvalue())
     return out
+
+
+def test_no_progress_prints_no_processing_message(study_folder):
+    assert "Processing" not in (study_folder.parent / "stderr.txt").read_text()
 
 
 def test_a_study_records_each_trial_as_a_run_folder(study_folder, capsys):
