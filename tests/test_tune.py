@@ -294,6 +294,16 @@ def test_the_example_settings_and_space_are_valid(name):
         TrainConfig.from_dict({**settings, **drawn}).validate()
 
 
+def test_the_small_cpu_space_is_valid_under_the_fast_recipe():
+    from torch_wge.training import TrainConfig
+    from torch_wge.training.settings_file import read_mapping
+
+    space = check_space(read_mapping(REPOSITORY / "examples" / "tune" / "small-cpu-space.json"), "small-cpu-space.json")
+    for end in (0, -1):  # its smallest and largest settings pass train's checks
+        drawn = {key: spec.get("choices", [spec.get("low"), spec.get("high")])[end] for key, spec in space.items()}
+        TrainConfig.from_dict({"dataset": "litwd1k", **drawn}).validate()
+
+
 def test_plot_draws_a_studys_history_and_importances(study_folder, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     from torch_wge.plot import study_figures
