@@ -11,7 +11,7 @@ import torch
 
 import torch_wge.datasets.base as datasets_base
 from torch_wge.cli import main
-from torch_wge.testing import random_kg
+from torch_wge.testing import random_kg, write_triples_folder
 from torch_wge.training import load_checkpoint, save_checkpoint
 from torch_wge.training.checkpoint import FORMAT
 
@@ -28,15 +28,7 @@ def _working_folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def kg_folder(tmp_path_factory):
     """A small KG as a folder of triple files with string identifiers."""
-    folder = tmp_path_factory.mktemp("kg")
-    data = random_kg(30, 3, 300, seed=7)
-    for split, mask in (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask)):
-        lines = [
-            f"e{h:03d}\tP{r}\te{t:03d}"
-            for (h, t), r in zip(data.edge_index.t()[mask].tolist(), data.edge_type[mask].tolist())
-        ]
-        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    return folder
+    return write_triples_folder(random_kg(30, 3, 300, seed=7), tmp_path_factory.mktemp("kg"))
 
 
 @pytest.fixture(scope="module")

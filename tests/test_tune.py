@@ -2,6 +2,8 @@
 pruning, resuming after a kill, two workers on one storage, the best settings
 file, and bad search spaces."""
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -19,7 +21,7 @@ optuna = pytest.importorskip("optuna")
 from optuna.trial import TrialState  # noqa: E402
 
 from torch_wge.cli import main  # noqa: E402
-from torch_wge.testing import random_kg  # noqa: E402
+from torch_wge.testing import random_kg, write_triples_folder  # noqa: E402
 from torch_wge.training.run_folder import read_log  # noqa: E402
 from torch_wge.tune import DEFAULT_SPACE, check_space, suggest, tune  # noqa: E402
 
@@ -36,15 +38,7 @@ SPACE = {
 @pytest.fixture(scope="module")
 def kg_folder(tmp_path_factory):
     """A small KG as a folder of triple files."""
-    folder = tmp_path_factory.mktemp("kg")
-    data = random_kg(30, 3, 300, seed=7)
-    for split, mask in (("train", data.train_mask), ("valid", data.val_mask), ("test", data.test_mask)):
-        lines = [
-            f"e{h:03d}\tP{r}\te{t:03d}"
-            for (h, t), r in zip(data.edge_index.t()[mask].tolist(), data.edge_type[mask].tolist())
-        ]
-        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    return folder
+    return write_triples_folder(random_kg(30, 3, 300, seed=7), tmp_path_factory.mktemp("kg"))
 
 
 def write_json(path: Path, value) -> Path:
@@ -85,14 +79,20 @@ def evaluations(folder: Path) -> list:
 
 @pytest.fixture(scope="module")
 def study_folder(kg_folder, tmp_path_factory):
-    """A finished 3-trial study and what the command printed."""
+    """A finished 3-trial study (on a dataset processed in it); what it wrote to stderr in ``stderr.txt``."""
     tmp = tmp_path_factory.mktemp("tune")
     out = tmp / "out"
     threads = torch.get_num_threads()
-    code = main(tune_argv(kg_folder, tmp, out, 4, SPACE, "--trials", "3"))
+    with contextlib.redirect_stderr(io.StringIO()) as stderr:
+        code = main(tune_argv(kg_folder, tmp, out, 4, SPACE, "--trials", "3"))
     torch.set_num_threads(threads)
     assert code == 0
+    (tmp / "stderr.txt").write_text(stderr.getvalue())
     return out
+
+
+def test_no_progress_prints_no_processing_message(study_folder):
+    assert "Processing" not in (study_folder.parent / "stderr.txt").read_text()
 
 
 def test_a_study_records_each_trial_as_a_run_folder(study_folder, capsys):
@@ -292,6 +292,16 @@ def test_the_example_settings_and_space_are_valid(name):
     for end in (0, -1):
         drawn = {key: spec.get("choices", [spec.get("low"), spec.get("high")])[end] for key, spec in space.items()}
         TrainConfig.from_dict({**settings, **drawn}).validate()
+
+
+def test_the_small_cpu_space_is_valid_under_the_fast_recipe():
+    from torch_wge.training import TrainConfig
+    from torch_wge.training.settings_file import read_mapping
+
+    space = check_space(read_mapping(REPOSITORY / "examples" / "tune" / "small-cpu-space.json"), "small-cpu-space.json")
+    for end in (0, -1):  # its smallest and largest settings pass train's checks
+        drawn = {key: spec.get("choices", [spec.get("low"), spec.get("high")])[end] for key, spec in space.items()}
+        TrainConfig.from_dict({"dataset": "litwd1k", **drawn}).validate()
 
 
 def test_plot_draws_a_studys_history_and_importances(study_folder, tmp_path, capsys):

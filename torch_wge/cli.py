@@ -1,7 +1,8 @@
 """Command line: ``python -m torch_wge`` or ``torch-wge``.
 
-Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT``, ``stats`` and
-``plot RUN [RUN ...]``.
+Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT``, ``export RUN``,
+``stats``, ``tune`` and ``plot RUN [RUN ...]``. Help and ``--version`` import no torch
+(each command imports what it needs).
 Every expected failure (a bad option, an unreadable, corrupt or unwritable
 file, a full disk, a failed download, a diverged run) prints one line naming
 the option or file and exits with 2; ``--debug`` shows the traceback instead.
@@ -17,9 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Callable, List, Optional
 
-import torch
-
-from torch_wge import io
+from torch_wge import __version__
 from torch_wge.training.config import CHOICES, RECIPES, TrainConfig, setting_help
 
 
@@ -49,6 +48,8 @@ def one_line(error: BaseException) -> str:
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
+    import torch
+
     return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or (
         isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
     )
@@ -118,6 +119,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 def read_saved_config(path: Path) -> dict:
     """The settings a run folder's ``config.json`` holds, each of its type
     (see :func:`torch_wge.training.validation.settings`)."""
+    from torch_wge import io
     from torch_wge.training import validation
 
     try:
@@ -150,6 +152,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="torch-wge", description="WGE knowledge graph completion")
+    parser.add_argument("--version", action="version", version=f"torch-wge {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a model and evaluate its best checkpoint")
@@ -159,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument(
         "--overwrite", action="store_true", help="replace the run in --out (its checkpoints, log and results)"
+    )
+    train.add_argument(
+        "--tensorboard",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write TensorBoard curves and settings to <out>/tensorboard (default: on when the tensorboard package is installed)",
     )
     add_force_reload(train)
     train.add_argument(
@@ -184,13 +193,15 @@ def build_parser() -> argparse.ArgumentParser:
     predict = commands.add_parser("predict", help="top-k answers of a (head, relation, ?) or (?, relation, tail) query")
     predict.add_argument("checkpoint", help="best.pt or last.pt of a training run")
     side = predict.add_mutually_exclusive_group(required=True)
-    side.add_argument("--head", help="identifier of the head entity: predict tails")
-    side.add_argument("--tail", help="identifier of the tail entity: predict heads")
-    predict.add_argument("--relation", required=True, help="identifier of the relation")
+    side.add_argument("--head", help="identifier or label of the head entity: predict tails")
+    side.add_argument("--tail", help="identifier or label of the tail entity: predict heads")
+    predict.add_argument("--relation", required=True, help="identifier or label of the relation")
     predict.add_argument("--top-k", type=positive_int, default=10, help="number of answers (default: 10)")
     predict.add_argument("--filter-known", action="store_true", help="leave out answers already known in the graph")
     add_data_override(predict)
     add_common(predict)
+
+    add_export_parser(commands)
 
     stats = commands.add_parser("stats", help="entities, relations, triples and graph-view sizes of a dataset")
     stats.add_argument("--dataset", default="codex-s", help=setting_help("dataset") + " (default: codex-s)")
@@ -284,6 +295,22 @@ def add_tune_parser(commands) -> None:
     add_common(tune)
 
 
+def add_export_parser(commands) -> None:
+    export = commands.add_parser(
+        "export", help="entity and relation representations of a run's best checkpoint, with TSV files for projectors"
+    )
+    export.add_argument("run", metavar="RUN", help="a run folder (its best.pt) or a checkpoint file")
+    export.add_argument("--out", default=None, help="folder to write (default: RUN/embeddings)")
+    export.add_argument(
+        "--all-layers",
+        action="store_true",
+        help="every encoder layer's representations, not only the input embeddings (layer 0) and the last layer's",
+    )
+    export.add_argument("--format", choices=["npy", "pt"], default="npy", help="array files (default: npy)")
+    add_data_override(export)
+    add_common(export)
+
+
 def add_settings_file(parser: argparse.ArgumentParser, what: str = "settings of the run") -> None:
     parser.add_argument(
         "--config",
@@ -317,6 +344,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 # ---------------------------------------------------------------- commands
 def run_train(args) -> None:
+    import torch
+
     from torch_wge.training import Trainer, load_data
     from torch_wge.training.checkpoint import vocabulary_digest
     from torch_wge.training.distributed import DistributedContext
@@ -329,6 +358,7 @@ def run_train(args) -> None:
     from_file = read_settings_file(args.config) if args.config else {}  # its dataset names the default --out
     dataset = getattr(args, "dataset", from_file.get("dataset", TrainConfig.dataset))
     out = Path(args.out or Path("runs") / Path(dataset).name)
+    trackers = train_trackers(args.tensorboard, out)
     saved = None
     if args.resume and (out / "config.json").is_file():  # the run's own settings, unless given again
         saved = read_saved_config(out / "config.json")
@@ -343,7 +373,15 @@ def run_train(args) -> None:
         print(note, file=sys.stderr)
     if context.is_main and not args.no_progress:
         print(f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)", file=sys.stderr)
-    trainer = Trainer(config, data, out, progress=not args.no_progress, backend=args.backend, vocabulary=vocabulary)
+    trainer = Trainer(
+        config,
+        data,
+        out,
+        progress=not args.no_progress,
+        backend=args.backend,
+        vocabulary=vocabulary,
+        trackers=trackers,
+    )
     result = trainer.fit(resume=args.resume, overwrite=args.overwrite)
     if context.is_main:
         print_final(result, out)
@@ -368,6 +406,18 @@ def unseen_note(dataset, data, splits: List[str]) -> Optional[str]:
     return None
 
 
+def train_trackers(tensorboard: Optional[bool], out: Path) -> list:
+    """The trackers of ``train``: TensorBoard's in ``<out>/tensorboard`` when
+    ``tensorboard`` is :obj:`True`, or :obj:`None` and the package is installed."""
+    from torch_wge.training.trackers import TensorBoardTracker, tensorboard_available
+
+    if tensorboard is False or (tensorboard is None and not tensorboard_available()):
+        return []
+    if not tensorboard_available():
+        raise CliError("--tensorboard needs the tensorboard package: pip install 'torch_wge[tensorboard]'")
+    return [TensorBoardTracker(out / "tensorboard")]
+
+
 def print_final(result: dict, out: Path) -> None:
     test = result["test"]["metrics"]["both"]
     print(
@@ -379,6 +429,7 @@ def print_final(result: dict, out: Path) -> None:
 
 
 def run_evaluate(args) -> None:
+    from torch_wge import io
     from torch_wge.training import evaluate_checkpoint
 
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
@@ -407,10 +458,10 @@ def run_evaluate(args) -> None:
 
 
 def run_predict(args) -> None:
-    from torch_wge.training import predict
+    from torch_wge.training.inference import predict_query
 
     query_entity = args.head if args.head is not None else args.tail
-    rows = predict(
+    query, rows = predict_query(
         args.checkpoint,
         query_entity,
         args.relation,
@@ -423,11 +474,38 @@ def run_predict(args) -> None:
         log=not args.no_progress,
     )
     wanted = "tail" if args.head is not None else "head"
-    print(f"top {len(rows)} {wanted}s of ({args.head or '?'}, {args.relation}, {args.tail or '?'}):")
+    entity = labelled(query["entity"], query["entity_label"])
+    relation = labelled(query["relation"], query["relation_label"])
+    triple = f"({entity}, {relation}, ?)" if args.head is not None else f"(?, {relation}, {entity})"
+    print(
+        f"top {len(rows)} {wanted}s of {triple} by score, the model's logit for the triple "
+        f"(under the bce objective sigmoid(score) is its probability):"
+    )
     for rank, row in enumerate(rows, 1):
         label = f"  {row['label']}" if row["label"] else ""
         known = "  [known]" if row["known"] else ""
         print(f"{rank:3d}. {row['entity']:<20} {row['score']:9.4f}{label}{known}")
+
+
+def labelled(name, label: Optional[str]) -> str:
+    """An identifier with its label, ``Q42 "Douglas Adams"``, or alone when it has none."""
+    return f'{name} "{label}"' if label else str(name)
+
+
+def run_export(args) -> None:
+    from torch_wge.training.export import export_embeddings
+
+    written = export_embeddings(
+        args.run,
+        args.out,
+        all_layers=args.all_layers,
+        format=args.format,
+        root=args.root,
+        device=args.device,
+        force_reload=args.force_reload,
+    )
+    folder = next(iter(written.values())).parent
+    print(f"{len(written)} files in {folder}: " + ", ".join(sorted(path.name for path in written.values())))
 
 
 def run_stats(args) -> None:
@@ -534,17 +612,18 @@ COMMANDS = {
     "train": run_train,
     "evaluate": run_evaluate,
     "predict": run_predict,
+    "export": run_export,
     "stats": run_stats,
     "plot": run_plot,
 }
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from torch_wge.training.threads import set_threads
-
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # --help ends here, before torch is imported
 
     def run() -> None:
+        from torch_wge.training.threads import set_threads
+
         set_threads(args.threads)
         COMMANDS[args.command](args)
 

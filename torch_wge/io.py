@@ -74,9 +74,7 @@ def writable_destination(path: PathLike) -> Path:
         return target
     except OSError as error:
         raise _naming(error, path) from error
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
-        raise OSError(errno.EINVAL, f"is {kind}, not a regular file; refused (it is never replaced)", str(path))
+    _refuse_non_regular(mode, path, "replaced")
     return target
 
 
@@ -93,10 +91,15 @@ def readable_file(path: PathLike) -> Path:
         mode = os.stat(path).st_mode
     except OSError as error:
         raise _naming(error, path) from error
+    _refuse_non_regular(mode, path, "read")
+    return path
+
+
+def _refuse_non_regular(mode: int, path: Path, use: str) -> None:
+    # a device, FIFO, socket or folder where a file is to be read or replaced
     if not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
-        raise OSError(errno.EINVAL, f"is {kind}, not a regular file; refused (it is never read)", str(path))
-    return path
+        raise OSError(errno.EINVAL, f"is {kind}, not a regular file; refused (it is never {use})", str(path))
 
 
 def check_readable_folder(path: PathLike) -> None:

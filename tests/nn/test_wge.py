@@ -109,14 +109,21 @@ def test_graph_inputs_refuse_view_ids_outside_the_node_count(data, view, bad_id)
     # before anything indexes with them: a CSR adjacency built from such ids writes out of bounds
     model = make(data)
     data = data.clone()
-    num_nodes = int(data[{"ef_edge_index": "num_nodes", "rf_edge_index": "rf_num_nodes"}[view]])
-    data[view] = data[view].clone()
-    data[view][0, 0] = num_nodes + 1000 if bad_id != -1 else -1
+    stored = {"ef_edge_index": "ef_edge_index", "rf_edge_index": "rf_entity_relation_index"}[view]
+    data[stored] = data[stored].clone()
+    data[stored][0, 0] = int(data.num_nodes) + 1000 if bad_id != -1 else -1  # an entity id
     with pytest.raises(ValueError, match=f"{view} holds node id"):
         model.graph_inputs(data)
-    data[view] = data[view].double()
+    data[stored] = data[stored].double()
     with pytest.raises(ValueError, match=f"{view} must be an integer tensor"):
         model.graph_inputs(data, sparse=False)
+
+
+def test_a_built_view_attribute_is_not_set_silently(data):
+    with pytest.raises(AttributeError, match="built from the view's stored pairs"):
+        data["rf_edge_index"] = data.rf_edge_index
+    with pytest.raises(AttributeError, match="built from the view's stored pairs"):
+        data.levi_num_nodes = 5
 
 
 def test_n3_term_is_the_sum_of_cubed_quaternion_moduli(data):

@@ -15,6 +15,13 @@ def small_two_view_kg():
     return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
 
 
+@pytest.fixture(scope="module")
+def tiny_two_view_kg():
+    """A random graph of 30 entities, 3 relations and 240 triples with both views."""
+    kg = random_kg(30, 3, 240, seed=5)
+    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
+
+
 @pytest.fixture
 def small_config():
     """``small_config(**settings)``: a :class:`TrainConfig` for ``small_two_view_kg``

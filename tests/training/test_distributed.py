@@ -558,3 +558,35 @@ def test_a_killed_rank_ends_the_others_with_one_line(tmp_path):
     lines = report["stderr"].splitlines()
     assert report["code"] == 2 and "Traceback" not in report["stderr"], report["stderr"]
     assert len(lines) == 1 and lines[0].startswith("torch-wge train: error (rank 0): another process of the run ended")
+
+
+class _CallNames:
+    """A tracker that keeps the names of the methods called on it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def start(self, settings, epoch):
+        self.calls.append("start")
+
+    def log_epoch(self, epoch, figures):
+        self.calls.append(f"epoch {epoch}")
+
+    def log_validation(self, epoch, metrics):
+        self.calls.append(f"valid {epoch}")
+
+    def close(self):
+        self.calls.append("close")
+
+
+def _tracked_job(rank, out):
+    tracker = _CallNames()
+    Trainer(make_config(epochs=2), make_data(), out, progress=False, trackers=[tracker]).fit()
+    Path(out, f"tracker-rank{rank}.json").write_text(json.dumps(tracker.calls))
+
+
+def test_only_rank_0_reports_to_trackers(tmp_path):
+    run_processes(partial(_tracked_job, out=tmp_path))
+    rank_0 = json.loads((tmp_path / "tracker-rank0.json").read_text())
+    assert rank_0 == ["start", "epoch 1", "valid 1", "epoch 2", "valid 2", "close"]
+    assert json.loads((tmp_path / "tracker-rank1.json").read_text()) == []

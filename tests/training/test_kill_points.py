@@ -15,12 +15,9 @@ import traceback
 
 import pytest
 import torch
-import torch_geometric.transforms as T
 
-from torch_wge.testing import random_kg
 from torch_wge.training import TrainConfig, Trainer, load_checkpoint
 from torch_wge.training.run_folder import read_log
-from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 CONFIG = dict(
     recipe="paper", dataset="random", epochs=3, hidden_channels=2, batch_size=64, lr=0.01, eval_every=2, seed=3
@@ -28,9 +25,8 @@ CONFIG = dict(
 
 
 @pytest.fixture(scope="module")
-def data():
-    kg = random_kg(30, 3, 240, seed=5)
-    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
+def data(tiny_two_view_kg):
+    return tiny_two_view_kg
 
 
 @pytest.fixture(autouse=True)

@@ -10,10 +10,8 @@ import zipfile
 
 import pytest
 import torch
-import torch_geometric.transforms as T
 
 from torch_wge import io
-from torch_wge.testing import random_kg
 from torch_wge.training import (
     CheckpointError,
     TrainConfig,
@@ -28,13 +26,11 @@ from torch_wge.training.checkpoint import FORMAT
 from torch_wge.training.data import graph_sizes
 from torch_wge.training.run_folder import RunFolderBusy, RunLock
 from torch_wge.training.trainer import TrainingError
-from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 
 @pytest.fixture(scope="module")
-def data():
-    kg = random_kg(30, 3, 240, seed=5)
-    return T.Compose([EntityFocusedTransform(), RelationFocusedTransform(beta=0.5)])(kg)
+def data(tiny_two_view_kg):
+    return tiny_two_view_kg
 
 
 @pytest.fixture(autouse=True)

@@ -30,10 +30,22 @@ def test_open_refuses_what_it_must_and_leaves_the_folder_unlocked(tmp_path):
         open_run_folder(tmp_path / "file", resume=False)
 
 
-def test_a_new_run_removes_the_files_of_a_run_killed_before_its_first_checkpoint(tmp_path):
-    for name in ("log.jsonl", "best.pt", "results.json", "notes.txt"):
+def test_a_new_run_removes_the_log_of_a_run_killed_before_its_first_checkpoint(tmp_path):
+    for name in ("log.jsonl", "notes.txt"):
         (tmp_path / name).write_text("old")
     open_run_folder(tmp_path, resume=False).release()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("held", ["best.pt", "results.json", "last.pt"])
+def test_a_new_run_replaces_a_run_only_with_overwrite(tmp_path, held):
+    for name in ("log.jsonl", held, "notes.txt"):
+        (tmp_path / name).write_text("old")
+    with pytest.raises(RunFolderHoldsRun) as refused:
+        open_run_folder(tmp_path, resume=False)
+    assert refused.value.resumable == (held == "last.pt")
+    assert (tmp_path / held).read_text() == "old"  # nothing was removed
+    open_run_folder(tmp_path, resume=False, overwrite=True).release()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
 
 

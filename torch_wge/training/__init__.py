@@ -1,27 +1,60 @@
-from torch_wge.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from torch_wge.training.config import RECIPES, TrainConfig
-from torch_wge.training.data import graph_transform, load_data, open_dataset, split_triples
-from torch_wge.training.inference import evaluate_checkpoint, evaluate_model, load_trained, predict
-from torch_wge.training.model import build_model, resolve_device
-from torch_wge.training.queries import TrainingQueries
-from torch_wge.training.trainer import Trainer
+"""Training, checkpoints, inference and export.
 
-__all__ = [
-    "CheckpointError",
-    "load_checkpoint",
-    "save_checkpoint",
-    "RECIPES",
-    "TrainConfig",
-    "graph_transform",
-    "load_data",
-    "open_dataset",
-    "split_triples",
-    "TrainingQueries",
-    "Trainer",
-    "build_model",
-    "resolve_device",
-    "evaluate_checkpoint",
-    "evaluate_model",
-    "load_trained",
-    "predict",
-]
+The names below are imported from their modules when first used (PEP 562), so
+that ``torch_wge.training.config`` (the settings, read by ``torch-wge --help``)
+loads without torch, PyG or the model.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; the same names as _MODULE_OF
+    from torch_wge.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: F401
+    from torch_wge.training.config import RECIPES, TrainConfig  # noqa: F401
+    from torch_wge.training.data import graph_transform, load_data, open_dataset, split_triples  # noqa: F401
+    from torch_wge.training.export import export_embeddings, load_embeddings  # noqa: F401
+    from torch_wge.training.inference import evaluate_checkpoint, evaluate_model, load_trained, predict, predict_query  # noqa: F401
+    from torch_wge.training.model import build_model, resolve_device  # noqa: F401
+    from torch_wge.training.queries import TrainingQueries  # noqa: F401
+    from torch_wge.training.trackers import TensorBoardTracker, Tracker  # noqa: F401
+    from torch_wge.training.trainer import Trainer  # noqa: F401
+
+#: public name -> the module of ``torch_wge.training`` that defines it
+_MODULE_OF = {
+    "CheckpointError": "checkpoint",
+    "load_checkpoint": "checkpoint",
+    "save_checkpoint": "checkpoint",
+    "RECIPES": "config",
+    "TrainConfig": "config",
+    "graph_transform": "data",
+    "load_data": "data",
+    "open_dataset": "data",
+    "split_triples": "data",
+    "TrainingQueries": "queries",
+    "Trainer": "trainer",
+    "Tracker": "trackers",
+    "TensorBoardTracker": "trackers",
+    "build_model": "model",
+    "resolve_device": "model",
+    "evaluate_checkpoint": "inference",
+    "evaluate_model": "inference",
+    "load_trained": "inference",
+    "predict": "inference",
+    "predict_query": "inference",
+    "export_embeddings": "export",
+    "load_embeddings": "export",
+}
+
+__all__ = list(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -3,17 +3,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
-from torch_wge.nn.decoders.loss import OBJECTIVES
-from torch_wge.nn.models.wge import VIEWS
-from torch_wge.training.precision import PRECISIONS
-
-#: Choices of the settings that take a name, read from where each is defined.
+#: Choices of the settings that take a name: the keys of
+#: :data:`torch_wge.nn.models.wge.VIEWS`, :data:`torch_wge.nn.decoders.loss.OBJECTIVES`
+#: and :data:`torch_wge.training.precision.PRECISIONS` (a test checks that they
+#: agree), named here so that reading settings (and ``torch-wge train --help``)
+#: imports neither torch nor PyG.
 CHOICES = {
-    "views": tuple(VIEWS),
+    "views": ("two-view", "entity", "relation", "levi"),
     "conv": ("quaternion", "gcn"),
-    "objective": tuple(OBJECTIVES),
+    "objective": ("bce", "softmax", "kl", "filtered-softmax"),
     "schedule": ("constant", "cosine"),
-    "precision": tuple(PRECISIONS),
+    "precision": ("float32", "tf32", "bf16"),
     "encoder": ("sharded", "replicated"),
     "unseen": ("keep", "drop"),
 }

@@ -120,7 +120,16 @@ def evaluate_checkpoint(
     return results, dataset
 
 
-def _index(names: Optional[List[str]], name: Union[str, int], kind: str, dataset: str, count: int) -> int:
+def _index(
+    names: Optional[List[str]],
+    labels: Optional[List[Optional[str]]],
+    name: Union[str, int],
+    kind: str,
+    dataset: str,
+    count: int,
+) -> int:
+    """The id of the entity or relation ``name``: its identifier, or else its
+    label when exactly one has that label."""
     if names is None:  # a graph passed from Python: integer ids
         if str(name).isdigit() and int(name) < count:
             return int(name)
@@ -128,10 +137,19 @@ def _index(names: Optional[List[str]], name: Union[str, int], kind: str, dataset
     if isinstance(name, str) and name in names:
         return names.index(name)
     plural = "entities" if kind == "entity" else f"{kind}s"
-    raise ValueError(f"unknown {kind} {name!r}: not among the {len(names)} {plural} of {dataset}")
+    labelled = [i for i, label in enumerate(labels or ()) if label == name]
+    if len(labelled) == 1:
+        return labelled[0]
+    if labelled:
+        some = ", ".join(names[i] for i in labelled[:5])
+        raise ValueError(
+            f"{kind} label {name!r} names {len(labelled)} {plural} of {dataset} ({some}, ...); give its identifier"
+        )
+    raise ValueError(
+        f"unknown {kind} {name!r}: not among the {len(names)} {plural} of {dataset}, by identifier or label"
+    )
 
 
-@torch.no_grad()
 def predict(
     checkpoint: Union[str, Path],
     entity: Union[str, int],
@@ -146,12 +164,41 @@ def predict(
     log: bool = True,
 ) -> List[Dict[str, Any]]:
     """Top-``k`` answers of ``(entity, relation, ?)`` (or ``(?, relation, entity)``
-    with ``predict_tails=False``), identifiers as in the dataset's files, or
-    integer ids when the graph is passed as ``data`` (see :func:`load_trained`).
+    with ``predict_tails=False``): the rows of :func:`predict_query`, which takes the same arguments."""
+    return predict_query(
+        checkpoint, entity, relation, predict_tails, top_k, filter_known, root, device, data, force_reload, log
+    )[1]
+
+
+@torch.no_grad()
+def predict_query(
+    checkpoint: Union[str, Path],
+    entity: Union[str, int],
+    relation: Union[str, int],
+    predict_tails: bool = True,
+    top_k: int = 10,
+    filter_known: bool = False,
+    root: Optional[str] = None,
+    device: Optional[str] = None,
+    data: Optional[Data] = None,
+    force_reload: bool = False,
+    log: bool = True,
+) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    r"""Top-``k`` answers of ``(entity, relation, ?)`` (or ``(?, relation, entity)``
+    with ``predict_tails=False``). ``entity`` and ``relation`` are identifiers
+    as in the dataset's files, or labels that name one entity or relation
+    (a dataset with labels), or integer ids when the graph is passed as
+    ``data`` (see :func:`load_trained`).
+
+    The score of a triple is the model's logit :math:`f(h, r, t) = \sum_k
+    \alpha_k f_k(h, r, t)`: answers are ranked by it, and under the ``bce``
+    objective :math:`\sigma(f)` is the model's probability that the triple holds.
 
     Returns:
-        One dict per answer, best first: ``entity`` (identifier), ``label``
-        (human label or ``None``), ``score`` (logit) and ``known`` (whether the
+        The query, ``{"entity", "entity_label", "relation", "relation_label"}``
+        (identifiers and labels, ``None`` where there is none), and one dict
+        per answer, best first: ``entity`` (identifier), ``label`` (human
+        label or ``None``), ``score`` (logit) and ``known`` (whether the
         triple is in train, valid or test). With ``filter_known`` no known
         answer is listed (fewer than ``top_k`` rows when fewer unknown
         entities remain).
@@ -162,8 +209,16 @@ def predict(
     num_relations = num_kg_relations(data)
     entity_names = None if dataset is None else list(dataset.entity_names)
     relation_names = None if dataset is None else list(dataset.relation_names)
-    query_entity = _index(entity_names, entity, "entity", config.dataset, int(data.num_nodes))
-    query_relation = _index(relation_names, relation, "relation", config.dataset, num_relations)
+    labels = getattr(dataset, "entity_labels", None)
+    relation_labels = getattr(dataset, "relation_labels", None)
+    query_entity = _index(entity_names, labels, entity, "entity", config.dataset, int(data.num_nodes))
+    query_relation = _index(relation_names, relation_labels, relation, "relation", config.dataset, num_relations)
+    query = {
+        "entity": query_entity if entity_names is None else entity_names[query_entity],
+        "entity_label": labels[query_entity] if labels else None,
+        "relation": query_relation if relation_names is None else relation_names[query_relation],
+        "relation_label": relation_labels[query_relation] if relation_labels else None,
+    }
     if not predict_tails:
         query_relation += num_relations
     encoded = model.encode(**graph_inputs_on(model, data))
@@ -181,8 +236,7 @@ def predict(
     candidates = (~is_known).nonzero().view(-1) if filter_known else torch.arange(scores.numel())
     values, order = scores[candidates].topk(min(top_k, candidates.numel()))
     indices = candidates[order]
-    labels = getattr(dataset, "entity_labels", None)
-    return [
+    return query, [
         {
             "entity": i if entity_names is None else entity_names[i],
             "label": labels[i] if labels else None,

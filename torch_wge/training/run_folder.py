@@ -4,10 +4,11 @@ resumed run, the repair of ``best.pt`` after a kill, and its append-only log."""
 import errno
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from torch_wge import io
 from torch_wge.training.checkpoint import CheckpointError, save_checkpoint
+from torch_wge.training.trackers import Tracker, report
 
 
 class RunFolderBusy(RuntimeError):
@@ -169,20 +170,37 @@ class RunLog:
     r"""The ``log.jsonl`` of a run, one JSON object a line: an ``"epoch"``
     record per trained epoch, an ``"eval"`` record per validation and a
     ``"final"`` one with the best checkpoint's metrics. Only the writing
-    process (rank 0) writes; in the others every call does nothing.
+    process (rank 0) writes; in the others every call does nothing. The
+    epoch and validation records also go to ``trackers``
+    (:func:`~torch_wge.training.trackers.report`).
 
     Args:
         path (Path): The log file.
         enabled (bool, optional): Whether this process writes. (default: :obj:`True`)
+        trackers (list of Tracker, optional): Where the writing process also
+            reports the run. (default: none)
     """
 
-    def __init__(self, path: Path, enabled: bool = True):
+    def __init__(self, path: Path, enabled: bool = True, trackers: Sequence[Tracker] = ()):
         self.path = path
         self.enabled = enabled
+        self.trackers = list(trackers) if enabled else []
 
     def _append(self, record: Dict[str, Any]) -> None:
         if self.enabled:
             append_record(self.path, record)
+            report(self.trackers, record)
+
+    def start(self, settings: Dict[str, Any], epoch: int) -> None:
+        """The run starts (``epoch`` 0) or resumes after the checkpoint of ``epoch``:
+        :meth:`Tracker.start <torch_wge.training.trackers.Tracker.start>` of every tracker."""
+        for tracker in self.trackers:
+            tracker.start(settings, epoch)
+
+    def close(self) -> None:
+        """The session ends: :meth:`Tracker.close <torch_wge.training.trackers.Tracker.close>` of every tracker."""
+        for tracker in self.trackers:
+            tracker.close()
 
     def truncate(self, epoch: int) -> None:
         """Drops the records after ``epoch``, the epoch a resumed run continues from (:func:`truncate_log`)."""

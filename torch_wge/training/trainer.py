@@ -2,7 +2,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Union, cast
+from typing import Any, Callable, Dict, Optional, Sequence, Union, cast
 
 import torch
 from torch_geometric.data import Data
@@ -25,6 +25,7 @@ from torch_wge.training.precision import PRECISIONS, float32_matmul_precision
 from torch_wge.training.queries import TrainingQueries
 from torch_wge.training.run_folder import RunLock, RunLog, open_run_folder, repair_best
 from torch_wge.training.sharded_encoder import shard_encoder
+from torch_wge.training.trackers import Tracker
 
 
 class TrainingError(RuntimeError):
@@ -104,6 +105,10 @@ class Trainer:
             with the run folder holding that epoch (``last.pt``, the log), as
             a hyperparameter search's pruner does (see :mod:`torch_wge.tune`).
             (default: :obj:`None`)
+        trackers (list of Tracker, optional): Where the main process also
+            reports the settings, every epoch and every validation of the log
+            (see :mod:`torch_wge.training.trackers`), e.g. a
+            :class:`~torch_wge.training.trackers.TensorBoardTracker`. (default: none)
     """
 
     def __init__(
@@ -115,6 +120,7 @@ class Trainer:
         backend: Optional[str] = None,
         vocabulary: Optional[str] = None,
         on_validation: Optional[Callable[[int, float], None]] = None,
+        trackers: Sequence[Tracker] = (),
     ):
         config.validate()
         self.config = config
@@ -156,7 +162,7 @@ class Trainer:
             )
             for split in ("valid", "test")
         }
-        self.log = RunLog(self.out_dir / "log.jsonl", enabled=self.dist.is_main)
+        self.log = RunLog(self.out_dir / "log.jsonl", enabled=self.dist.is_main, trackers=trackers)
         self._lock: Optional[RunLock] = None  # held while fit() runs
         #: Validation and test triples ranked although their entity or relation is not in training.
         self.unseen_ranked = {split: int(unseen_triples(data, split).sum()) for split in ("valid", "test")}
@@ -312,6 +318,7 @@ class Trainer:
         finally:
             if self._lock is not None:
                 self._lock.release()
+            self.log.close()
 
     def _fit(self, resume: bool, overwrite: bool) -> Dict[str, Any]:
         start_time = time.perf_counter()
@@ -320,6 +327,7 @@ class Trainer:
         state = self.dist.on_main(lambda: self._open_run_folder(resume, overwrite))
         if state is not None:  # resumed
             self._restore(state, self.out_dir / "last.pt")
+        self.log.start(self.config.to_dict(), self.epoch)
         cfg = self.config
         show = self.progress and self.dist.is_main
         if show:

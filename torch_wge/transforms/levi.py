@@ -37,6 +37,7 @@ class LeviGraphTransform(BaseTransform):
     relation node :math:`0, \ldots, 2|\mathcal{R}| - 1`; one column per
     undirected edge), an empty :obj:`levi_relation_relation_index` and
     :obj:`num_relation_nodes`, from which it builds on access:
+
         - :obj:`levi_edge_index` (LongTensor :math:`(2, 2P)`,
           both directions, sorted by (row, column))
         - :obj:`levi_num_nodes` (int)

@@ -340,6 +340,7 @@ class RelationFocusedTransform(BaseTransform):
     Returns the data as a :class:`~torch_wge.transforms.TwoViewData` with
     the view stored so that batches of graphs shift entities and relation
     nodes each by their own count:
+
         - :obj:`rf_entity_relation_index` (LongTensor :math:`(2, P)`: entity,
           relation node :math:`0, \ldots, 2|\mathcal{R}| - 1`; one column
           per undirected edge)
@@ -347,6 +348,7 @@ class RelationFocusedTransform(BaseTransform):
         - :obj:`num_relation_nodes` (int, :math:`2|\mathcal{R}|`)
 
     and built from them on access, in the node layout above:
+
         - :obj:`rf_edge_index` (LongTensor :math:`(2, 2(P + Q))`, both
           directions, sorted by (row, column))
         - :obj:`rf_num_nodes` (int)

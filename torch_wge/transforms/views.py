@@ -110,6 +110,14 @@ class TwoViewData(Data):
             return getattr(self, key)
         return super().__getitem__(key)
 
+    def __setattr__(self, key: str, value: Any) -> None:
+        _refuse_built(self, key)
+        super().__setattr__(key, value)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        _refuse_built(self, key)
+        super().__setitem__(key, value)
+
     def __inc__(self, key: str, value: Any, *args, **kwargs) -> Any:
         for view in (RELATION_FOCUSED, LEVI):
             if key == view.entity_relation_index:
@@ -121,6 +129,15 @@ class TwoViewData(Data):
 
 #: The attributes of :class:`TwoViewData` built from the stored pairs.
 _BUILT_ATTRIBUTES = {name for view in (RELATION_FOCUSED, LEVI) for name in (view.edge_index, view.num_nodes)}
+
+
+def _refuse_built(data: Data, key: str) -> None:
+    # an assignment the built attribute would hide: refused, not ignored
+    if key in _BUILT_ATTRIBUTES:
+        raise AttributeError(
+            f"'{data.__class__.__name__}.{key}' is built from the view's stored pairs; "
+            f"set those (add_view stores a view's edge_index as them)"
+        )
 
 
 def _view_num_nodes(data: Data, view: GraphView) -> Optional[int]:

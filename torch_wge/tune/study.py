@@ -267,7 +267,7 @@ def tune(
         except ValueError as error:
             trial.set_user_attr("error", f"refused settings: {error}")
             raise TrialFailed(error) from None
-        dataset, data = load_data(config)
+        dataset, data = load_data(config, log=progress)
         vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
 
         def report(epoch: int, mrr: float) -> None:
