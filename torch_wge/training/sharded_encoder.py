@@ -57,11 +57,12 @@ from torch_wge.nn.conv import QuaternionGCNConv
 from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpose
 
-__all__ = ["GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
+__all__ = ["RowShares", "GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
 
 
-class _Shares:
-    """The processes' contiguous shares of ``count`` rows."""
+class RowShares:
+    """The processes' contiguous shares of ``count`` rows (:func:`~torch_wge.evaluation.sharding.shard_bounds`),
+    ``rank``'s own among them."""
 
     def __init__(self, count: int, world_size: int, rank: int):
         self.count = count
@@ -77,7 +78,7 @@ class _Shares:
 class GatherRows(torch.autograd.Function):
     r"""Whole row blocks from every process's shares of them, with one
     collective. ``outputs`` lists the outputs as lists of blocks (a
-    :class:`_Shares` each); process :math:`p` gives its rows of every block,
+    :class:`RowShares` each); process :math:`p` gives its rows of every block,
     output after output, block after block, as one tensor ``local``, and every
     process gets each output as its blocks whole, one after the other. The
     processes' parts are padded to the largest for one
@@ -94,7 +95,7 @@ class GatherRows(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, local: Tensor, outputs: Sequence[Sequence[_Shares]], group):
+    def forward(ctx, local: Tensor, outputs: Sequence[Sequence[RowShares]], group):
         world_size = len(outputs[0][0].sizes)
         # (output, row in the output, process, row in the process's part, rows) of every piece
         pieces, filled = [], [0] * world_size
@@ -195,8 +196,8 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                     f"'{self.__class__.__name__}' takes each view as a torch.sparse_csr adjacency "
                     f"(WGE.graph_inputs), got {name} of layout {adj.layout}"
                 )
-        entities = _Shares(x.size(0), self.world_size, self.rank)
-        relations = _Shares(rel.size(0), self.world_size, self.rank)
+        entities = RowShares(x.size(0), self.world_size, self.rank)
+        relations = RowShares(rel.size(0), self.world_size, self.rank)
         x_own, rel_own = entities.slice(x), relations.slice(rel)
         states = [(x, rel)]
         for k, conv in enumerate(self._layers()):
@@ -244,7 +245,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         norm: Optional[torch.nn.Module],
         z: Tensor,
         adj: Optional[Tensor],
-        shares: List[_Shares],
+        shares: List[RowShares],
     ) -> Tensor:
         r""":math:`g(\mathrm{norm}(\mathbf{\hat{A}}_{p,:} \mathbf{Z} + \mathbf{b}))` for this process's
         rows :math:`p` of the view, from the view's whole product :math:`\mathbf{Z} = \mathbf{W} \otimes
@@ -265,7 +266,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         view_conv: QuaternionGCNConv,
         adj: Tensor,
         dtype: torch.dtype,
-        shares: List[_Shares],
+        shares: List[RowShares],
     ) -> Tuple[Tensor, Tensor]:
         """This process's rows of the view's normalised adjacency and their transpose, kept while the
         convolution's normalisation is the same."""
