@@ -24,6 +24,7 @@ Example::
 import argparse
 import datetime
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -90,6 +91,8 @@ def main() -> None:
 
         record = {
             "benchmark": "bench_sharded_encoder",
+            "command": " ".join(["python", "benchmarks/bench_sharded_encoder.py", *sys.argv[1:]]),
+            "machine": {"cpu": cpu_model(), "cpus": os.cpu_count()},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "dataset": args.dataset,
             "train_args": args.train_args,
@@ -98,7 +101,6 @@ def main() -> None:
             "seconds_per_epoch": seconds,
             "median_seconds_per_epoch": medians,
             "speedups": speedups,
-            "cpu": cpu_model(),
             "git": git_state(),
         }
         write_json(args.json, record)
