@@ -255,9 +255,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         h = matmul_with_transpose(rows, rows_t, z)
         if view_conv.bias is not None:
             h = h + view_conv.bias
-        if norm is not None:
-            h = norm(h)
-        return conv.act(h) if conv.act is not None else h
+        return conv._activate(norm, h)  # the layer's own g(norm(.))
 
     def _adjacency_rows(
         self,
