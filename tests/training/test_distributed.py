@@ -343,10 +343,13 @@ def _sharded_case(views, num_layers, conv, num_relations):
     return model, data, model.graph_inputs(data), evaluator
 
 
-def _sharded_encoder_job(rank, out, world_size):
-    """Each case: the loss and gradients of one global batch and the validation metrics, sharded encoder."""
-    from torch_wge.training import TrainingQueries
+def _sharded_encoder_job(rank, out, world_size, all_reduce):
+    """Each case: the loss and gradients of one global batch and the validation metrics, sharded encoder,
+    its gathers' gradients summed by an all-reduce (gloo's way) or a reduce-scatter (NCCL's)."""
+    from torch_wge.training import TrainingQueries, sharded_encoder
     from torch_wge.training.sharded_encoder import shard_encoder
+
+    sharded_encoder.sums_by_all_reduce = lambda group: all_reduce
 
     context = DistributedContext.from_environment("cpu")
     results = []
@@ -372,11 +375,13 @@ def _sharded_encoder_job(rank, out, world_size):
     torch.save(results, Path(out) / f"sharded-rank{rank}.pt")
 
 
+@pytest.mark.parametrize("all_reduce", [True, False], ids=["all-reduce", "reduce-scatter"])
 @pytest.mark.parametrize("world_size", [2, 3])
-def test_sharded_encoder_equals_one_process(tmp_path, world_size):
+def test_sharded_encoder_equals_one_process(tmp_path, world_size, all_reduce):
     from torch_wge.training import TrainingQueries
 
-    run_processes(partial(_sharded_encoder_job, out=tmp_path, world_size=world_size), world_size=world_size)
+    job = partial(_sharded_encoder_job, out=tmp_path, world_size=world_size, all_reduce=all_reduce)
+    run_processes(job, world_size=world_size)
     got = [torch.load(tmp_path / f"sharded-rank{rank}.pt") for rank in range(world_size)]
     for index, case in enumerate(SHARDED_CASES):
         model, data, inputs, evaluator = _sharded_case(*case)
@@ -481,15 +486,21 @@ def test_channel_moments_and_their_gradient():
     x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
     assert torch.allclose(ChannelMoments.apply(x), torch.cat([x.sum(0), (x * x).sum(0)]), rtol=1e-14, atol=0)
     assert torch.autograd.gradcheck(ChannelMoments.apply, (x,))
-    # float32 rows accumulated in float64: 10^6 rows of 1 + 1e-4 sum to what float64 sums them to within
-    # 10^6 float64 roundings (1e-10), where float32 accumulation misses by 6e-7
-    rows = torch.full((1_000_000, 2), 1.0 + 1e-4).requires_grad_()
+    # float32 channels whose mean is 10^5 times their standard deviation: the variance from the moments is
+    # that of float64 two-pass arithmetic on the same numbers to 1e-5, where float32 sums of squares
+    # (relative error 1e-7 of sum x^2 = 10^10 times the variance) would miss it entirely
+    rows = (100.0 + 1e-3 * torch.randn(100_000, 3, generator=torch.Generator().manual_seed(0))).requires_grad_()
     moments = ChannelMoments.apply(rows)
-    exact = rows.detach().double()
     assert moments.dtype == torch.float64
-    assert torch.allclose(moments, torch.cat([exact.sum(0), (exact * exact).sum(0)]), rtol=1e-9, atol=0)
+    mean = moments[:3] / rows.size(0)
+    variance = moments[3:] / rows.size(0) - mean * mean
+    exact = rows.detach().double()
+    assert torch.allclose(mean, exact.mean(0), rtol=1e-12, atol=0)
+    assert torch.allclose(variance, exact.var(0, correction=0), rtol=1e-5, atol=0)
     moments.sum().backward()
     assert rows.grad.dtype == torch.float32 and torch.allclose(rows.grad, 1 + 2 * rows.detach())
+    # an empty batch (a process may hold none) has zero sums
+    assert torch.equal(ChannelMoments.apply(torch.empty(0, 3)), torch.zeros(6, dtype=torch.float64))
 
 
 def test_convert_replaces_every_batch_norm_and_keeps_its_state():

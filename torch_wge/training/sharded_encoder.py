@@ -6,38 +6,43 @@ With :math:`P` processes, process :math:`p` owns a contiguous share
 of the :math:`M = 2R` relation-node rows
 (:func:`~torch_wge.evaluation.sharding.shard_bounds`: the shares differ by at
 most one row). A view's layer :math:`\mathbf{H}' = g(\mathrm{norm}(
-\mathbf{\hat{A}} (\mathbf{W} \otimes \mathbf{H}) + \mathbf{b}))` is computed
-as
+\mathbf{\hat{A}} (\mathbf{W} \otimes \mathbf{H}) + \mathbf{b}))` is computed,
+with the sparse sum first (:math:`\mathbf{\hat{A}} (\mathbf{W} \otimes
+\mathbf{H}) = \mathbf{W} \otimes (\mathbf{\hat{A}} \mathbf{H})`: the map
+:math:`\mathbf{W} \otimes` acts on each row), as
 
 .. math::
-    \mathbf{Z}_{p} = \mathbf{W} \otimes \mathbf{H}_{p}, \qquad
-    \mathbf{Z} = \mathrm{all\_gather}_p(\mathbf{Z}_{p}), \qquad
-    \mathbf{H}'_{p} = g\left(\mathrm{norm}\left(\mathbf{\hat{A}}_{p,:}
-    \mathbf{Z} + \mathbf{b}\right)\right)
+    \mathbf{H}'_{p} = g\left(\mathrm{norm}\left(\mathbf{W} \otimes
+    (\mathbf{\hat{A}}_{p,:} \mathbf{H}) + \mathbf{b}\right)\right), \qquad
+    \mathbf{H}' = \mathrm{all\_gather}_p(\mathbf{H}'_{p})
 
 with :math:`p` the process's rows of the view (:math:`E_p` in the
 entity-focused view; :math:`E_p` and :math:`N + Q_p` in the relation-focused
 or Levi view, whose :math:`N + M` nodes are entities, then relation nodes).
-Each process does :math:`1/P` of the quaternion products and of the sparse
-sums. The batch norms normalise with the mean and variance of all rows of all
-processes (:class:`~torch_wge.nn.norm.SyncedBatchNorm1d` over the
-processes' rows), as one process does over the whole view. The decoders read
-every entity and relation at every layer, so each layer's rows are gathered
-too; the encoder returns what :class:`~torch_wge.nn.TwoViewEncoder` returns,
-in every process.
+Every process holds the whole input :math:`\mathbf{H}` of a layer (the
+embeddings, or the previous layer's gathered output), so it needs nothing
+from the others before its sparse sums. Each process does :math:`1/P` of the
+sparse sums, of the quaternion products and of the activations, and keeps
+:math:`1/P` of the activations for backward. The batch norms normalise with
+the mean and variance of all rows of all processes
+(:class:`~torch_wge.nn.norm.SyncedBatchNorm1d`, both views' statistics in
+one all-reduce), as one process does over the whole view. The decoders read
+every entity and relation at every layer: the gathered :math:`\mathbf{H}'`
+is what :class:`~torch_wge.nn.TwoViewEncoder` returns, in every process.
 
 Backward, each all-gather is a reduce-scatter (:class:`GatherRows`): process
-:math:`p` receives the sum over all processes of the gradients of its rows,
-and back-propagates through its rows only. Parameters' gradients are then
-each process's share, and
+:math:`p` receives the sum over all processes of the gradients of its rows
+(from the decoders and from the next layer's sparse sums, which reach every
+row), and back-propagates through its rows only. Parameters' gradients are
+then each process's share, and
 :class:`~torch.nn.parallel.DistributedDataParallel`'s average over the
 processes makes them the gradient of the global batch, as for the replicated
-encoder. With both views, each layer all-gathers :math:`(3N + 2M) C` numbers
-forward in two collectives (both views' products, :math:`N C` and
-:math:`(N + M) C`, at once; then the layer's output, :math:`(N + M) C`),
-all-reduces the batch norms' statistics (:math:`2C + 1` numbers a view),
-and does as many reduce-scatters and all-reduces backward. Padding uneven
-shares to the largest adds at most one row per process and block.
+encoder. Per layer and step, forward: one all-gather of the layer's output,
+:math:`(N + M) C` numbers, and one all-reduce of the batch norms'
+statistics, :math:`2 (2C + 1)` numbers with both views; backward: one
+reduce-scatter of :math:`(N + M) C` numbers and one all-reduce of as many
+statistics. Padding uneven shares to the largest adds at most one row per
+process and block.
 
 The encoder has no dropout (only the decoders do, per process and per query,
 see :mod:`torch_wge.training.distributed`), so with any dropout the sharded
@@ -69,10 +74,13 @@ class RowShares:
         self.bounds = [shard_bounds(count, r, world_size) for r in range(world_size)]
         self.sizes = [stop - start for start, stop in self.bounds]
         self.own = self.bounds[rank]
+        self.own_count = self.sizes[rank]
 
-    def slice(self, rows: Tensor) -> Tensor:
-        """This process's rows of ``rows [count, C]``."""
-        return rows[self.own[0] : self.own[1]]
+
+def sums_by_all_reduce(group) -> bool:
+    """Whether :class:`GatherRows` sums gradients with an all-reduce of the whole buffer rather than a
+    reduce-scatter: on gloo, whose reduce-scatter takes longer."""
+    return dist.get_backend(group) == "gloo"
 
 
 class GatherRows(torch.autograd.Function):
@@ -85,7 +93,10 @@ class GatherRows(torch.autograd.Function):
     :func:`torch.distributed.all_gather_single` (gloo and NCCL alike).
     Backward is the matching :func:`torch.distributed.reduce_scatter_single`:
     process :math:`p` receives, for each of its rows, the sum over all
-    processes of that row's gradients.
+    processes of that row's gradients. On gloo, whose reduce-scatter takes
+    longer than its all-reduce of the whole buffer
+    (``benchmarks/bench_collectives.py``), it is that all-reduce, of which
+    each process keeps its rows.
 
     ``GatherRows.apply(local, outputs, group)`` returns a tuple with one tensor per output.
 
@@ -108,6 +119,7 @@ class GatherRows(torch.autograd.Function):
                 row += block.count
         largest = max(filled)
         ctx.pieces, ctx.largest, ctx.group, ctx.own, ctx.world_size = pieces, largest, group, local.size(0), world_size
+        ctx.rank = dist.get_rank(group)
         # a part's padding rows are never read, so they are left as they come (here and backward)
         padded = local.contiguous()
         if local.size(0) < largest:
@@ -128,6 +140,10 @@ class GatherRows(torch.autograd.Function):
         for index, row, rank, offset, size in ctx.pieces:
             start = rank * largest + offset
             padded[start : start + size] = grads[index][row : row + size]
+        if sums_by_all_reduce(ctx.group):
+            dist.all_reduce(padded, group=ctx.group)
+            start = ctx.rank * largest
+            return padded[start : start + ctx.own], None, None
         total = grads[0].new_empty((largest,) + tuple(grads[0].shape[1:]))
         dist.reduce_scatter_single(total, padded, group=ctx.group)
         return total[: ctx.own], None, None
@@ -140,8 +156,8 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
     whole result. It shares the layers of :obj:`encoder` (the parameters'
     names are those of the encoder: state dicts load either way) and
     replaces their batch norms by :class:`~torch_wge.nn.norm.SyncedBatchNorm1d`
-    over ``group`` (:class:`torch.nn.SyncBatchNorm` on CUDA), whose
-    statistics are those of all rows. Call it in every process of ``group``,
+    over ``group`` (on every device), whose statistics are those of all
+    rows, both views' in one all-reduce. Call it in every process of ``group``,
     with the same inputs.
 
     Args:
@@ -176,7 +192,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                         f"'{self.__class__.__name__}' normalises with statistics over all processes' rows: "
                         f"batch norms only, got {norm.__class__.__name__}"
                     )
-                setattr(conv, name, None if norm is None else SyncedBatchNorm1d.convert(norm, self.group))
+                setattr(conv, name, None if norm is None else SyncedBatchNorm1d.from_batch_norm(norm, self.group))
         # each layer's and view's rows of the normalised adjacency, with their transpose
         self._rows: Dict[Tuple[int, str], Tuple[Tensor, Tensor, Tensor]] = {}
 
@@ -198,64 +214,61 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                 )
         entities = RowShares(x.size(0), self.world_size, self.rank)
         relations = RowShares(rel.size(0), self.world_size, self.rank)
-        x_own, rel_own = entities.slice(x), relations.slice(rel)
         states = [(x, rel)]
+        nodes = None  # [X; R] of the layer's input as one tensor, when a gather made it so
         for k, conv in enumerate(self._layers()):
-            # (name, convolution, norm, adjacency, node blocks, this process's rows of each block)
+            # (name, convolution, norm, adjacency, node blocks, the layer's input in the view)
             views = []
             if conv.relation_conv is not None:  # Eq. 6, over [X; R]
-                views.append(
-                    (
-                        "rf",
-                        conv.relation_conv,
-                        conv.relation_norm,
-                        rf_edge_index,
-                        [entities, relations],
-                        [x_own, rel_own],
-                    )
-                )
+                both = torch.cat([x, rel]) if nodes is None else nodes
+                views.append(("rf", conv.relation_conv, conv.relation_norm, rf_edge_index, [entities, relations], both))
             if conv.entity_conv is not None:  # Eq. 4
-                views.append(("ef", conv.entity_conv, conv.entity_norm, ef_edge_index, [entities], [x_own]))
+                views.append(("ef", conv.entity_conv, conv.entity_norm, ef_edge_index, [entities], x))
             for name, _, _, adj, _, _ in views:
                 if adj is None:
                     raise ValueError(f"'{self.__class__.__name__}' uses the {name} view but got no {name}_edge_index")
-            # every view's products W ⊗ H of this process's rows, gathered at once: one tensor per view
-            own_products = [conv_.lin(own[0] if len(own) == 1 else torch.cat(own)) for _, conv_, *_, own in views]
-            products = GatherRows.apply(torch.cat(own_products), [shares for *_, shares, _ in views], self.group)
-            outputs = {
-                name: self._view(k, name, conv, view_conv, norm, z, adj, shares)
-                for (name, view_conv, norm, adj, shares, _), z in zip(views, products)
-            }
+            h = [
+                self._own_rows(k, name, view_conv, adj, shares, inputs)
+                for name, view_conv, _, adj, shares, inputs in views
+            ]
+            h = self._normalize([norm for _, _, norm, *_ in views], h)
+            outputs = {name: conv._activate(None, out) for (name, *_), out in zip(views, h)}  # the layer's own g
             if "rf" in outputs:
-                x_rf, rel_own = outputs["rf"].split([x_own.size(0), rel_own.size(0)])
+                x_rf, rel_own = outputs["rf"].split([entities.own_count, relations.own_count])
                 x_own = x_rf * outputs["ef"] if "ef" in outputs else x_rf  # Eqs. 5 and 7
-                x_full, rel = GatherRows.apply(torch.cat([x_own, rel_own]), [[entities], [relations]], self.group)
+                (nodes,) = GatherRows.apply(torch.cat([x_own, rel_own]), [[entities, relations]], self.group)
+                x, rel = nodes.split([entities.count, relations.count])
             else:  # ablation 3: the relations unchanged
-                x_own = outputs["ef"]
-                (x_full,) = GatherRows.apply(x_own, [[entities]], self.group)
-            states.append((x_full, rel))
+                (x,) = GatherRows.apply(outputs["ef"], [[entities]], self.group)
+                nodes = None
+            states.append((x, rel))
         return states
 
-    def _view(
+    def _own_rows(
         self,
         layer: int,
         view: str,
-        conv: TwoViewConv,
         view_conv: QuaternionGCNConv,
-        norm: Optional[torch.nn.Module],
-        z: Tensor,
         adj: Optional[Tensor],
         shares: List[RowShares],
+        inputs: Tensor,
     ) -> Tensor:
-        r""":math:`g(\mathrm{norm}(\mathbf{\hat{A}}_{p,:} \mathbf{Z} + \mathbf{b}))` for this process's
-        rows :math:`p` of the view, from the view's whole product :math:`\mathbf{Z} = \mathbf{W} \otimes
-        \mathbf{H}` ``[num_nodes, C]``."""
+        r""":math:`\mathbf{W} \otimes (\mathbf{\hat{A}}_{p,:} \mathbf{H}) + \mathbf{b}` for this process's
+        rows :math:`p` of the view, from the view's whole input :math:`\mathbf{H}` ``[num_nodes, C]``."""
         assert adj is not None  # checked by forward
-        rows, rows_t = self._adjacency_rows(layer, view, view_conv, adj, z.dtype, shares)
-        h = matmul_with_transpose(rows, rows_t, z)
-        if view_conv.bias is not None:
-            h = h + view_conv.bias
-        return conv._activate(norm, h)  # the layer's own g(norm(.))
+        rows, rows_t = self._adjacency_rows(layer, view, view_conv, adj, inputs.dtype, shares)
+        h = view_conv.lin(matmul_with_transpose(rows, rows_t, inputs))
+        return h if view_conv.bias is None else h + view_conv.bias
+
+    @staticmethod
+    def _normalize(norms: Sequence[Optional[torch.nn.Module]], h: List[Tensor]) -> List[Tensor]:
+        """The views' batch norms of a layer applied to their rows, their statistics in one all-reduce."""
+        synced = [i for i, norm in enumerate(norms) if norm is not None]
+        if synced:
+            outputs = SyncedBatchNorm1d.forward_together([norms[i] for i in synced], [h[i] for i in synced])
+            for i, out in zip(synced, outputs):
+                h[i] = out
+        return h
 
     def _adjacency_rows(
         self,

@@ -1,3 +1,5 @@
+from typing import List, Sequence
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -28,16 +30,32 @@ class AllReduceSum(torch.autograd.Function):
 
 class ChannelMoments(torch.autograd.Function):
     r"""The per-channel sums :math:`\sum_b x_b` and :math:`\sum_b x_b^2` of
-    ``x [B, C]``, accumulated in float64, ``[2C]``, without a float64 copy of
-    :math:`x`. Backward keeps only :math:`x` itself (which a batch norm keeps
-    anyway) and computes :math:`\partial / \partial x_b = g_1 + 2 x_b g_2`
-    in the dtype of :math:`x`. ``ChannelMoments.apply(x)``."""
+    ``x [B, C]`` as float64, ``[2C]``, accurate whatever the channels' means.
+
+    The sums are taken in the dtype of :math:`x` about its column means
+    :math:`s`, then shifted back in float64:
+
+    .. math::
+        \sum_b x_b = B s + \sum_b (x_b - s), \qquad
+        \sum_b x_b^2 = B s^2 + 2 s \sum_b (x_b - s) + \sum_b (x_b - s)^2,
+
+    so a variance :math:`\sum_b x_b^2 / B - \bar{x}^2` computed from them
+    loses nothing to cancellation when :math:`|\bar{x}|` is large against
+    the standard deviation, and no float64 copy of :math:`x` is made.
+    Backward keeps only :math:`x` itself (which a batch norm keeps anyway)
+    and computes :math:`\partial / \partial x_b = g_1 + 2 x_b g_2` in the
+    dtype of :math:`x`. ``ChannelMoments.apply(x)``."""
 
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
-        norms = torch.linalg.vector_norm(x, dim=0, dtype=torch.float64)
-        return torch.cat([x.sum(0, dtype=torch.float64), norms * norms])
+        shift = x.sum(0) / max(x.size(0), 1)
+        centered = x - shift
+        first = centered.sum(0).to(torch.float64)
+        second = centered.square_().sum(0).to(torch.float64)
+        shift = shift.to(torch.float64)
+        count = x.size(0)
+        return torch.cat([count * shift + first, count * shift * shift + 2 * shift * first + second])
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -51,8 +69,9 @@ class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
     processes of ``process_group``, on any device.
 
     In training mode the per-channel sums :math:`\sum_b x_b`,
-    :math:`\sum_b x_b^2` and the count are summed over the processes (in
-    float64, one differentiable all-reduce, :class:`AllReduceSum`), the input is normalised with the
+    :math:`\sum_b x_b^2` and the count are summed over the processes (as
+    float64, :class:`ChannelMoments`; one differentiable all-reduce,
+    :class:`AllReduceSum`), the input is normalised with the
     global mean and biased variance, and the running averages are updated
     with the global mean and unbiased variance, as one
     :class:`~torch.nn.BatchNorm1d` over the whole global batch would. A
@@ -120,13 +139,40 @@ class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
     def forward(self, input: Tensor) -> Tensor:
         if not self._synchronised():
             return super().forward(input)
-        if input.dim() != 2:
-            raise ValueError(f"'{self.__class__.__name__}' expects input of shape [B, C], got {tuple(input.shape)}")
-        count = input.new_full((1,), input.size(0), dtype=torch.float64)
-        local = torch.cat([ChannelMoments.apply(input), count])
-        stats = AllReduceSum.apply(local, self.process_group or dist.group.WORLD)
+        (output,) = self.forward_together([self], [input])
+        return output
+
+    @staticmethod
+    def forward_together(norms: Sequence["SyncedBatchNorm1d"], inputs: Sequence[Tensor]) -> List[Tensor]:
+        r"""``norms[i](inputs[i])`` for every :math:`i`, with the statistics of
+        all of them summed over the processes in one all-reduce of
+        :math:`\sum_i (2 C_i + 1)` numbers instead of one per norm. The norms
+        must share their process group. Out of training mode, or in one
+        process, each norm is applied as it is."""
+        if not all(norm._synchronised() for norm in norms):
+            return [norm(input) for norm, input in zip(norms, inputs)]
+        groups = {norm.process_group for norm in norms}
+        if len(groups) != 1:
+            raise ValueError("'SyncedBatchNorm1d.forward_together' takes norms of one process group")
+        local = []
+        for norm, input in zip(norms, inputs):
+            if input.dim() != 2:
+                raise ValueError(f"'{norm.__class__.__name__}' expects input of shape [B, C], got {tuple(input.shape)}")
+            count = input.new_full((1,), input.size(0), dtype=torch.float64)
+            local += [ChannelMoments.apply(input), count]
+        stats = AllReduceSum.apply(torch.cat(local), groups.pop() or dist.group.WORLD)
+        sizes = [size for norm in norms for size in (2 * norm.num_features, 1)]
+        parts = stats.split(sizes)
+        return [
+            norm._normalize(input, moments, count)
+            for norm, input, moments, count in zip(norms, inputs, parts[0::2], parts[1::2])
+        ]
+
+    def _normalize(self, input: Tensor, moments: Tensor, count: Tensor) -> Tensor:
+        """``input`` normalised with the global per-channel sums ``moments [2C]`` (of :math:`x`, then of
+        :math:`x^2`) of ``count [1]`` rows; the running averages updated."""
         channels = self.num_features
-        total_sum, total_squares, count = stats[:channels], stats[channels : 2 * channels], stats[-1]
+        total_sum, total_squares = moments[:channels], moments[channels:]
         n = int(count.item())
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got a global batch of {n}")
