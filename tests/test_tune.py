@@ -110,6 +110,10 @@ def test_a_study_records_each_trial_as_a_run_folder(study_folder, capsys):
         logged = [mrr for event, _, mrr in evaluations(folder) if event == "eval"]
         assert trial.value == results["valid"]["metrics"]["both"]["mrr"] == max(logged)
         assert trial.intermediate_values == {2: logged[0], 4: logged[1]}
+        # chosen on validation only: no trial ranks the test split
+        assert results["test"] is None
+        final = json.loads((folder / "log.jsonl").read_text().splitlines()[-1])
+        assert final["event"] == "final" and final["test"] is None
     best = max(trials, key=lambda t: t.value)
     assert json.loads((study_folder / "best.json").read_text()) == best.user_attrs["config"]
 

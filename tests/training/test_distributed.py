@@ -329,8 +329,8 @@ SHARDED_BATCH = 61  # queries of the one global batch: 30 / 31 on 2 processes, 2
 
 def _sharded_case(views, num_layers, conv, num_relations):
     """The float64 model (same initialisation in every process), its graph, adjacencies and validation evaluator.
-    41 entities and (R = 4) 8 relation nodes: shares of 20 / 21 and 4 / 4 rows on 2 processes, 13 / 14 / 14 and
-    2 / 3 / 3 on 3."""
+    41 entities and (R = 4) 8 relation nodes, shared by cost: 20 or 21 entity rows a process on 2 processes,
+    13 or 14 on 3; with R = 1, relation-node shares of 1 / 0 / 1 on 3."""
     from torch_wge.training import build_model, graph_transform
 
     config = make_config(views=views, num_layers=num_layers, conv=conv)
@@ -468,6 +468,25 @@ def test_shard_bounds_cover_every_item_once():
                 covered = [i for a, b in parts for i in range(a, b)]
                 assert covered == list(range(size))
                 assert all(a % chunk == 0 for a, b in parts if b > a)
+
+
+def test_row_shares_give_each_row_to_the_share_its_cost_midpoint_falls_in():
+    from torch_wge.training.sharded_encoder import RowShares
+
+    generator = torch.Generator().manual_seed(3)
+    for count, world in ((1, 2), (7, 3), (50, 4), (3, 3)):
+        costs = torch.rand(count, generator=generator, dtype=torch.float64) * 10
+        costs[0] = 40.0  # a heavy first row, as the most frequent entities are
+        total = costs.sum().item()
+        before, expected = 0.0, []
+        for cost in costs.tolist():
+            expected.append(min(world - 1, int(world * (before + cost / 2) / total)))
+            before += cost
+        for rank in range(world):
+            shares = RowShares(count, world, rank, costs)
+            assert shares.own == shares.bounds[rank] and shares.own_count == shares.sizes[rank]
+            got = [p for p, (start, stop) in enumerate(shares.bounds) for _ in range(start, stop)]
+            assert got == expected, (count, world)
 
 
 def test_synced_batch_norm_is_batch_norm_in_one_process():

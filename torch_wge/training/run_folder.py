@@ -229,6 +229,6 @@ class RunLog:
             record["trained_weights"] = trained
         self._append(record)
 
-    def final(self, best_epoch: Optional[int], valid: Dict[str, float], test: Dict[str, float]) -> None:
-        """The last record: the best epoch and its flat validation and test metrics."""
+    def final(self, best_epoch: Optional[int], valid: Dict[str, float], test: Optional[Dict[str, float]]) -> None:
+        """The last record: the best epoch and its flat validation and test metrics (``None``: test not ranked)."""
         self._append({"event": "final", "best_epoch": best_epoch, "valid": valid, "test": test})

@@ -65,13 +65,34 @@ from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpos
 __all__ = ["RowShares", "GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
 
 
-class RowShares:
-    """The processes' contiguous shares of ``count`` rows (:func:`~torch_wge.evaluation.sharding.shard_bounds`),
-    ``rank``'s own among them."""
+#: The quaternion products of one row of a view, forward and backward, cost about as much as the
+#: sparse sums over this many stored adjacency entries per real channel (on a CPU core:
+#: ``benchmarks/bench_row_costs.py``); the rows are shared out by that estimate.
+PRODUCT_COST_PER_CHANNEL = 0.3
 
-    def __init__(self, count: int, world_size: int, rank: int):
+
+class RowShares:
+    """The processes' contiguous shares of ``count`` rows, ``rank``'s own among them: of about equal
+    ``costs [count]`` (a row goes to the share its cost's midpoint falls in, on the cumulative costs
+    cut into ``world_size`` equal parts), or of equal counts, differing by at most one
+    (:func:`~torch_wge.evaluation.sharding.shard_bounds`), without costs.
+
+    Example:
+        >>> RowShares(5, world_size=2, rank=0).bounds
+        [(0, 2), (2, 5)]
+        >>> RowShares(5, world_size=2, rank=0, costs=torch.tensor([8.0, 1, 1, 1, 1])).bounds
+        [(0, 1), (1, 5)]
+    """
+
+    def __init__(self, count: int, world_size: int, rank: int, costs: Optional[Tensor] = None):
         self.count = count
-        self.bounds = [shard_bounds(count, r, world_size) for r in range(world_size)]
+        if costs is None:
+            self.bounds = [shard_bounds(count, r, world_size) for r in range(world_size)]
+        else:
+            cumulative = costs.to(torch.float64).cumsum(0)
+            targets = cumulative[-1] * torch.arange(1, world_size, dtype=torch.float64) / world_size
+            cuts = [0] + torch.searchsorted(cumulative - costs / 2, targets).tolist() + [count]
+            self.bounds = list(zip(cuts[:-1], cuts[1:]))
         self.sizes = [stop - start for start, stop in self.bounds]
         self.own = self.bounds[rank]
         self.own_count = self.sizes[rank]
@@ -195,6 +216,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                 setattr(conv, name, None if norm is None else SyncedBatchNorm1d.from_batch_norm(norm, self.group))
         # each layer's and view's rows of the normalised adjacency, with their transpose
         self._rows: Dict[Tuple[int, str], Tuple[Tensor, Tensor, Tensor]] = {}
+        self._kept_shares: Optional[Tuple[Optional[Tensor], Optional[Tensor], Tuple[RowShares, RowShares]]] = None
 
     def _layers(self) -> List[TwoViewConv]:
         return list(self.convs)  # type: ignore[arg-type]
@@ -212,8 +234,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                     f"'{self.__class__.__name__}' takes each view as a torch.sparse_csr adjacency "
                     f"(WGE.graph_inputs), got {name} of layout {adj.layout}"
                 )
-        entities = RowShares(x.size(0), self.world_size, self.rank)
-        relations = RowShares(rel.size(0), self.world_size, self.rank)
+        entities, relations = self._shares(x.size(0), rel.size(0), ef_edge_index, rf_edge_index)
         states = [(x, rel)]
         nodes = None  # [X; R] of the layer's input as one tensor, when a gather made it so
         for k, conv in enumerate(self._layers()):
@@ -243,6 +264,32 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                 nodes = None
             states.append((x, rel))
         return states
+
+    def _shares(
+        self, num_entities: int, num_relations: int, ef_edge_index: Optional[Tensor], rf_edge_index: Optional[Tensor]
+    ) -> Tuple[RowShares, RowShares]:
+        """The entity and relation-node shares of about equal work: a row costs its products in each view
+        it is in (:data:`PRODUCT_COST_PER_CHANNEL` times C stored entries a view) and its stored entries.
+        Kept while the adjacencies are the same tensors."""
+        kept = self._kept_shares
+        if kept is not None and kept[0] is ef_edge_index and kept[1] is rf_edge_index:
+            return kept[2]
+        product = PRODUCT_COST_PER_CHANNEL * self.channels
+        conv = self._layers()[0]
+        entity_costs = torch.zeros(num_entities, dtype=torch.float64)
+        relation_costs = None
+        if conv.entity_conv is not None and ef_edge_index is not None:
+            entity_costs += product + ef_edge_index.crow_indices().diff().cpu()
+        if conv.relation_conv is not None and rf_edge_index is not None:
+            stored = rf_edge_index.crow_indices().diff().cpu().to(torch.float64)
+            entity_costs += product + stored[:num_entities]
+            relation_costs = product + stored[num_entities:]
+        shares = (
+            RowShares(num_entities, self.world_size, self.rank, entity_costs),
+            RowShares(num_relations, self.world_size, self.rank, relation_costs),
+        )
+        self._kept_shares = (ef_edge_index, rf_edge_index, shares)
+        return shares
 
     def _own_rows(
         self,

@@ -109,6 +109,11 @@ class Trainer:
             reports the settings, every epoch and every validation of the log
             (see :mod:`torch_wge.training.trackers`), e.g. a
             :class:`~torch_wge.training.trackers.TensorBoardTracker`. (default: none)
+        rank_test (bool, optional): Whether :meth:`fit` ends by ranking the
+            test split with the best checkpoint. A hyperparameter search's
+            trials do not: a study chooses on validation only, and the chosen
+            trial is ranked on test once, afterwards; their ``results.json``
+            then holds ``"test": null``. (default: :obj:`True`)
     """
 
     def __init__(
@@ -121,9 +126,11 @@ class Trainer:
         vocabulary: Optional[str] = None,
         on_validation: Optional[Callable[[int, float], None]] = None,
         trackers: Sequence[Tracker] = (),
+        rank_test: bool = True,
     ):
         config.validate()
         self.config = config
+        self.rank_test = rank_test
         self.on_validation = on_validation
         self.vocabulary = vocabulary
         self.out_dir = Path(out_dir)
@@ -447,14 +454,15 @@ class Trainer:
         best = self.dist.on_main(lambda: self._read_best(best_path, map_location))
         if best is not None:
             validation.load_weights(self.evaluated_model, best, best_path)
-        valid, test = self.evaluate("valid"), self.evaluate("test")
+        valid = self.evaluate("valid")
+        test = self.evaluate("test") if self.rank_test else None
         record = {
             "config": self.config.to_dict(),
             "graph": self.graph,
             "epochs_trained": self.epoch,
             "best_epoch": self.best["epoch"],
             "valid": valid.to_dict(),
-            "test": test.to_dict(),
+            "test": None if test is None else test.to_dict(),
             "unseen": {"policy": self.config.unseen, "ranked": self.unseen_ranked},
             "wall_seconds": self.wall_seconds,
             "wall_seconds_this_session": seconds,
@@ -466,5 +474,5 @@ class Trainer:
         }
         if self.dist.is_main:
             io.write_json(self.out_dir / "results.json", record)
-        self.log.final(self.best["epoch"], valid.to_flat_dict(), test.to_flat_dict())
+        self.log.final(self.best["epoch"], valid.to_flat_dict(), None if test is None else test.to_flat_dict())
         return record

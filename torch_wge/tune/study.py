@@ -276,7 +276,9 @@ def tune(
                 raise optuna.TrialPruned(f"pruned at epoch {epoch}")
 
         folder = out / "trials" / str(trial.number)
-        trainer = Trainer(config, data, folder, progress=progress, vocabulary=vocabulary, on_validation=report)
+        trainer = Trainer(
+            config, data, folder, progress=progress, vocabulary=vocabulary, on_validation=report, rank_test=False
+        )
         try:
             result = trainer.fit()
         except TrainingError as error:
