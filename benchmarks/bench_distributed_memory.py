@@ -23,20 +23,25 @@ during the measured step minus the resident size just before it.
   every process, and, exactly, the megabytes of the tensors autograd saved
   for the backward pass (the activations, parameters not counted) and of
   the layers' outputs, which the decoders read whole in every process.
+- ``encoders``: ``encoder`` with 1 process, and with 2 and 4 replicated and sharded, each in a
+  fresh subprocess; ``--json`` writes them all as a record.
 
 Example::
 
     python benchmarks/bench_distributed_memory.py prepare --graph /tmp/codex-l-synthetic.pt
     python benchmarks/bench_distributed_memory.py all --graph /tmp/codex-l-synthetic.pt
     python benchmarks/bench_distributed_memory.py encoder --graph /tmp/codex-l-synthetic.pt --processes 2 --encoder sharded
+    python benchmarks/bench_distributed_memory.py encoders --graph /tmp/codex-l-synthetic.pt --json record.json
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import torch
 from rss import peak_rss_mb, reset_peak_rss
@@ -164,8 +169,6 @@ def measure_train(path: str, batch_size: int) -> dict:
 
 
 def _encoder_process(rank: int, path: str, processes: int, mode: str, port: int, out: str) -> None:
-    import os
-
     import torch.distributed as dist
 
     from torch_wge.training.sharded_encoder import shard_encoder
@@ -233,9 +236,40 @@ def measure_encoder(path: str, processes: int, mode: str) -> dict:
     }
 
 
+def measure_encoders(path: str, record: Optional[str]) -> None:
+    """``encoder`` with 1 process, then 2 and 4 replicated and sharded, each in a fresh subprocess;
+    one line each, and a record of them all."""
+    import datetime
+
+    from bench_speed import cpu_model, git_state
+
+    setups = [(1, "replicated")] + [(processes, mode) for processes in (2, 4) for mode in ("replicated", "sharded")]
+    results = []
+    for processes, mode in setups:
+        command = [sys.executable, __file__, "encoder", "--graph", path, "--processes", str(processes)]
+        out = subprocess.run(command + ["--encoder", mode], check=True, capture_output=True, text=True).stdout
+        results.append(json.loads(out.strip().splitlines()[-1]))
+        print(json.dumps(results[-1]), flush=True)
+    if record:
+        from torch_wge.io import write_json
+
+        write_json(
+            record,
+            {
+                "benchmark": "bench_distributed_memory encoders",
+                "command": " ".join(["python", "benchmarks/bench_distributed_memory.py", *sys.argv[1:]]),
+                "machine": {"cpu": cpu_model(), "cpus": os.cpu_count()},
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "graph": SIZES,
+                "results": results,
+                "git": git_state(),
+            },
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["prepare", "eval", "train", "encoder", "all"])
+    parser.add_argument("command", choices=["prepare", "eval", "train", "encoder", "encoders", "all"])
     parser.add_argument("--graph", required=True, help="file of the prepared graph")
     parser.add_argument("--chunk", type=int, default=1024, help="eval: queries scored at once")
     parser.add_argument("--queries", type=int, default=2 * SIZES["test"], help="eval: queries ranked")
@@ -243,6 +277,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--processes", type=int, default=1, help="encoder: processes (1 thread each)")
     parser.add_argument("--encoder", choices=["replicated", "sharded"], default="sharded", help="encoder: mode")
+    parser.add_argument("--json", help="encoders: write the record here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.command == "prepare":
@@ -253,6 +288,8 @@ def main() -> None:
         print(json.dumps(measure_train(args.graph, args.batch_size)))
     elif args.command == "encoder":
         print(json.dumps(measure_encoder(args.graph, args.processes, args.encoder)))
+    elif args.command == "encoders":
+        measure_encoders(args.graph, args.json)
     else:
         runs = [["eval", "--chunk", str(c), "--queries", str(q)] for q in (4_000, 16_000) for c in (256, 4_000)]
         runs += [["eval", "--chunk", "1024"], ["train"]]

@@ -4,9 +4,9 @@ On a real dataset's graph views, with one CPU thread, times what each of 2 proce
 layer of the sharded encoder (both views' sparse sums ``Â H`` and quaternion products of its rows,
 forward and backward, with the gradients of the input and of the weight as in training), its
 rows shared out by equal counts and by the estimated costs of ``torch_wge.training.sharded_encoder``
-(``PRODUCT_COST_PER_CHANNEL``). From the two count shares (about equal rows, unequal stored
-entries: the most frequent entities come first) it derives the marginal cost of a row's products
-and of a stored entry, and their ratio per real channel, which that constant estimates.
+(``PRODUCT_COST_PER_CHANNEL``): the most frequent entities come first, so equal counts give the
+first process more stored entries. The four parts are timed in turn, ``--repeats`` times, and the
+medians reported, with the slowest part over the mean of the two (1 when balanced).
 
 Example::
 
@@ -22,23 +22,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Tuple
 
 import torch
 from bench_speed import cpu_model, git_state, prepare_root
 
 HERE = Path(__file__).resolve().parent
-
-
-def milliseconds(work: Callable[[], None], repeats: int) -> float:
-    """Median milliseconds of ``work`` after one warm-up call."""
-    work()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        work()
-        times.append(1000 * (time.perf_counter() - start))
-    return statistics.median(times)
 
 
 def layer_work(adj_rows: torch.Tensor, lin: torch.nn.Module, inputs: torch.Tensor) -> Callable[[], None]:
@@ -61,7 +50,7 @@ def main() -> None:
     parser.add_argument(
         "--data-dir", default=str(HERE.parent.parent / "shared" / "datasets"), help="folder of the raw datasets"
     )
-    parser.add_argument("--repeats", type=int, default=5, help="timings of each step (default: 5)")
+    parser.add_argument("--repeats", type=int, default=15, help="timings of each part (default: 15)")
     parser.add_argument("--json", help="write the record here")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -88,42 +77,40 @@ def main() -> None:
     entity_costs = 2 * product + ef.crow_indices().diff().to(torch.float64) + stored[:n]
     relation_costs = product + stored[n:]
     features = {name: torch.randn(adj.size(0), channels, requires_grad=True) for name, (adj, _) in views.items()}
-    stored_entries: Dict[str, List[int]] = {}
-    shares: Dict[str, List[float]] = {}
-    sizes: Dict[str, List[List[int]]] = {}
+    works, sizes = {}, {}
     for kind in ("counts", "costs"):
-        shares[kind], sizes[kind], stored_entries[kind] = [], [], []
         for rank in range(2):
             entities = RowShares(n, 2, rank, entity_costs if kind == "costs" else None)
             relations = RowShares(rf.size(0) - n, 2, rank, relation_costs if kind == "costs" else None)
-            ranges: Dict[str, Optional[list]] = {
-                "ef": [entities.own],
-                "rf": [entities.own, (n + relations.own[0], n + relations.own[1])],
+            ranges = {"ef": [entities.own], "rf": [entities.own, (n + relations.own[0], n + relations.own[1])]}
+            rows = {name: csr_rows(adj, ranges[name]) for name, (adj, _) in views.items()}
+            parts = [layer_work(rows[name], view_conv.lin, features[name]) for name, (_, view_conv) in views.items()]
+            works[kind, rank] = lambda parts=parts: [work() for work in parts]
+            sizes[kind, rank] = {
+                "entities": entities.own_count,
+                "relation_nodes": relations.own_count,
+                "stored_entries": sum(r._nnz() for r in rows.values()),
             }
-            works = [
-                layer_work(csr_rows(adj, ranges[name]), view_conv.lin, features[name])
-                for name, (adj, view_conv) in views.items()
-            ]
-            shares[kind].append(milliseconds(lambda: [work() for work in works], args.repeats))
-            sizes[kind].append([entities.own_count, relations.own_count])
-            stored_entries[kind].append(sum(csr_rows(adj, ranges[name])._nnz() for name, (adj, _) in views.items()))
-        print(
-            f"a layer's rows on 2 processes, shares by {kind}: "
-            + " / ".join(
-                f"{t:.1f} ms ({e} entities, {r} relation nodes)" for t, (e, r) in zip(shares[kind], sizes[kind])
-            )
+    # interleaved, so that a drift of the machine's speed touches every share alike
+    times: Dict[Tuple[str, int], List[float]] = {key: [] for key in works}
+    for work in works.values():
+        work()  # warm-up
+    for _ in range(args.repeats):
+        for key, work in works.items():
+            start = time.perf_counter()
+            work()
+            times[key].append(1000 * (time.perf_counter() - start))
+    medians = {key: statistics.median(values) for key, values in times.items()}
+    for kind in ("counts", "costs"):
+        parts = [medians[kind, rank] for rank in range(2)]
+        described = " / ".join(
+            f"{medians[kind, rank]:.1f} ms ({sizes[kind, rank]['entities']} entities, "
+            f"{sizes[kind, rank]['stored_entries']} stored entries)"
+            for rank in range(2)
         )
-
-    # the marginal costs, from the two count shares (about equal rows, unequal stored entries)
-    (t0, t1), (e0, e1) = shares["counts"], stored_entries["counts"]
-    view_rows = [2 * entities + relations for entities, relations in sizes["counts"]]
-    us_per_entry = 1e3 * (t0 - t1) / (e0 - e1)
-    us_per_row = (1e3 * t1 - us_per_entry * e1) / view_rows[1]
-    ratio = us_per_row / us_per_entry / channels
-    print(
-        f"marginal costs: {us_per_row:.2f} us a row's products, {us_per_entry:.4f} us a stored entry: a row's "
-        f"products cost {ratio:.2f} C entries (the shares use {PRODUCT_COST_PER_CHANNEL})"
-    )
+        print(
+            f"a layer's rows on 2 processes, shares by {kind}: {described}; slowest / mean {max(parts) / statistics.mean(parts):.3f}"
+        )
 
     if args.json:
         from torch_wge.io import write_json
@@ -138,13 +125,11 @@ def main() -> None:
                 "dataset": args.dataset,
                 "recipe": args.recipe,
                 "channels": channels,
-                "us_per_row_products": us_per_row,
-                "us_per_stored_entry_sparse_sums": us_per_entry,
-                "product_cost_per_channel_measured": ratio,
-                "product_cost_per_channel_used": PRODUCT_COST_PER_CHANNEL,
-                "layer_ms_per_process_on_2": shares,
-                "share_rows_on_2": sizes,
-                "share_stored_entries_on_2": stored_entries,
+                "product_cost_per_channel": PRODUCT_COST_PER_CHANNEL,
+                "repeats": args.repeats,
+                "shares_on_2": [{"shares_by": kind, "rank": rank, **sizes[kind, rank]} for kind, rank in sizes],
+                "layer_ms": {f"{kind}-{rank}": values for (kind, rank), values in times.items()},
+                "median_layer_ms": {f"{kind}-{rank}": value for (kind, rank), value in medians.items()},
                 "git": git_state(),
             },
         )

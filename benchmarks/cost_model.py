@@ -16,7 +16,9 @@ C real channels and both views (the defaults: K = 2, C = 256, i.e. 64 quaternion
   bytes / (compute x (1 - 1/P) / F), for a device doing F floating-point operations a second;
 - the bytes of the gradient all-reduce of the entity and relation embeddings, which
   DistributedDataParallel does in both modes (the encoder reads every row, so the gradient is
-  dense): the floor of communication for any data-parallel run.
+  dense): the floor of communication for any data-parallel run;
+- the bytes of every layer's whole output, the embeddings included, which every process holds in
+  both modes (the decoders read them): what sharding does not divide.
 
 Adjacency entries are 2 x the undirected edges plus a self-loop per node. FB15k-237's and CoDEx-M's
 edges are those of the package's views (``torch-wge stats``); CoDEx-L's and the Wikidata5M-sized
@@ -63,6 +65,7 @@ def step_costs(graph: Dict[str, int], processes: int, layers: int, channels: int
         "gathered_bytes_per_process": share * output_bytes * layers,
         "reduce_scattered_bytes_per_process": share * output_bytes * layers,
         "embedding_gradient_all_reduce_bytes_per_process": 2 * share * output_bytes,
+        "layer_outputs_bytes_per_process": (layers + 1) * output_bytes,
     }
 
 
@@ -84,9 +87,11 @@ def main() -> None:
     rows = []
     print(
         "| graph | P | encoder TFLOP per step (per process) | GB gathered + reduce-scattered per process "
-        "| GB embedding-gradient all-reduce | break-even GB/s: " + " | ".join(DEVICES) + " |"
+        "| GB embedding-gradient all-reduce | GB of layer outputs per process | break-even GB/s: "
+        + " | ".join(DEVICES)
+        + " |"
     )
-    print("|---|---:|---:|---:|---:|" + "---:|" * len(DEVICES))
+    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(DEVICES))
     for name, graph in GRAPHS.items():
         for processes in args.processes:
             costs = step_costs(graph, processes, args.layers, args.channels)
@@ -96,7 +101,8 @@ def main() -> None:
             print(
                 f"| {name} | {processes} | {costs['encoder_flops'] / 1e12:.3f} "
                 f"({costs['encoder_flops_per_process_sharded'] / 1e12:.4f}) | {moved / 1e9:.3f} "
-                f"| {costs['embedding_gradient_all_reduce_bytes_per_process'] / 1e9:.3f} | "
+                f"| {costs['embedding_gradient_all_reduce_bytes_per_process'] / 1e9:.3f} "
+                f"| {costs['layer_outputs_bytes_per_process'] / 1e9:.2f} | "
                 + " | ".join(f"{value / 1e9:.1f}" for value in bandwidths.values())
                 + " |"
             )

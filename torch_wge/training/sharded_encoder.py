@@ -3,9 +3,10 @@ computes its own rows of every layer.
 
 With :math:`P` processes, process :math:`p` owns a contiguous share
 :math:`E_p` of the :math:`N` entity rows and a contiguous share :math:`Q_p`
-of the :math:`M = 2R` relation-node rows
-(:func:`~torch_wge.evaluation.sharding.shard_bounds`: the shares differ by at
-most one row). A view's layer :math:`\mathbf{H}' = g(\mathrm{norm}(
+of the :math:`M = 2R` relation-node rows (:class:`RowShares`), of about equal
+work: a row costs its quaternion products in each view and its stored
+adjacency entries, and the most frequent entities, numbered first, have
+many more entries than the rest. A view's layer :math:`\mathbf{H}' = g(\mathrm{norm}(
 \mathbf{\hat{A}} (\mathbf{W} \otimes \mathbf{H}) + \mathbf{b}))` is computed,
 with the sparse sum first (:math:`\mathbf{\hat{A}} (\mathbf{W} \otimes
 \mathbf{H}) = \mathbf{W} \otimes (\mathbf{\hat{A}} \mathbf{H})`: the map
@@ -65,9 +66,9 @@ from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpos
 __all__ = ["RowShares", "GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
 
 
-#: The quaternion products of one row of a view, forward and backward, cost about as much as the
-#: sparse sums over this many stored adjacency entries per real channel (on a CPU core:
-#: ``benchmarks/bench_row_costs.py``); the rows are shared out by that estimate.
+#: The quaternion products of one row of a view, forward and backward, weigh as much as the sparse
+#: sums over this many stored adjacency entries per real channel: an estimate for a CPU core, by
+#: which the rows are shared out (``benchmarks/bench_row_costs.py`` times the processes' parts).
 PRODUCT_COST_PER_CHANNEL = 0.3
 
 
