@@ -209,7 +209,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         for conv in self._layers():
             for name in ("entity_norm", "relation_norm"):
                 norm = getattr(conv, name)
-                if norm is not None and not isinstance(norm, torch.nn.modules.batchnorm._BatchNorm):
+                if norm is not None and not isinstance(norm, torch.nn.BatchNorm1d):
                     raise ValueError(
                         f"'{self.__class__.__name__}' normalises with statistics over all processes' rows: "
                         f"batch norms only, got {norm.__class__.__name__}"
@@ -311,10 +311,10 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
     @staticmethod
     def _normalize(norms: Sequence[Optional[torch.nn.Module]], h: List[Tensor]) -> List[Tensor]:
         """The views' batch norms of a layer applied to their rows, their statistics in one all-reduce."""
-        synced = [i for i, norm in enumerate(norms) if norm is not None]
+        synced = [(i, norm) for i, norm in enumerate(norms) if isinstance(norm, SyncedBatchNorm1d)]
         if synced:
-            outputs = SyncedBatchNorm1d.forward_together([norms[i] for i in synced], [h[i] for i in synced])
-            for i, out in zip(synced, outputs):
+            outputs = SyncedBatchNorm1d.forward_together([norm for _, norm in synced], [h[i] for i, _ in synced])
+            for (i, _), out in zip(synced, outputs):
                 h[i] = out
         return h
 
