@@ -20,11 +20,8 @@ Example::
 """
 
 import argparse
-import datetime
 import json
-import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +30,7 @@ from typing import Dict, List
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from bench_speed import cpu_model, git_state
+from bench_speed import record_header
 
 OPERATIONS = ("all_gather", "reduce_scatter", "all_reduce")
 
@@ -92,16 +89,12 @@ def main() -> None:
         from torch_wge.io import write_json
 
         record = {
-            "benchmark": "bench_collectives",
-            "command": " ".join(["python", "benchmarks/bench_collectives.py", *sys.argv[1:]]),
-            "machine": {"cpu": cpu_model(), "cpus": os.cpu_count()},
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            **record_header("bench_collectives"),
             "backend": "gloo",
             "processes": args.processes,
             "channels": args.channels,
             "milliseconds": timings,
             "median_milliseconds": medians,
-            "git": git_state(),
         }
         write_json(args.json, record)
 

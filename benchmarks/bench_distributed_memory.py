@@ -239,9 +239,8 @@ def measure_encoder(path: str, processes: int, mode: str) -> dict:
 def measure_encoders(path: str, record: Optional[str]) -> None:
     """``encoder`` with 1 process, then 2 and 4 replicated and sharded, each in a fresh subprocess;
     one line each, and a record of them all."""
-    import datetime
 
-    from bench_speed import cpu_model, git_state
+    from bench_speed import record_header
 
     setups = [(1, "replicated")] + [(processes, mode) for processes in (2, 4) for mode in ("replicated", "sharded")]
     results = []
@@ -256,13 +255,9 @@ def measure_encoders(path: str, record: Optional[str]) -> None:
         write_json(
             record,
             {
-                "benchmark": "bench_distributed_memory encoders",
-                "command": " ".join(["python", "benchmarks/bench_distributed_memory.py", *sys.argv[1:]]),
-                "machine": {"cpu": cpu_model(), "cpus": os.cpu_count()},
-                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                **record_header("bench_distributed_memory encoders"),
                 "graph": SIZES,
                 "results": results,
-                "git": git_state(),
             },
         )
 

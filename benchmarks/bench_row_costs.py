@@ -15,17 +15,14 @@ Example::
 """
 
 import argparse
-import datetime
-import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import torch
-from bench_speed import cpu_model, git_state, prepare_root
+from bench_speed import prepare_root, record_header
 
 HERE = Path(__file__).resolve().parent
 
@@ -118,10 +115,8 @@ def main() -> None:
         write_json(
             args.json,
             {
-                "benchmark": "bench_row_costs",
-                "command": " ".join(["python", "benchmarks/bench_row_costs.py", *sys.argv[1:]]),
-                "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(), "threads": 1},
-                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                **record_header("bench_row_costs"),
+                "threads": 1,
                 "dataset": args.dataset,
                 "recipe": args.recipe,
                 "channels": channels,
@@ -130,7 +125,6 @@ def main() -> None:
                 "shares_on_2": [{"shares_by": kind, "rank": rank, **sizes[kind, rank]} for kind, rank in sizes],
                 "layer_ms": {f"{kind}-{rank}": values for (kind, rank), values in times.items()},
                 "median_layer_ms": {f"{kind}-{rank}": value for (kind, rank), value in medians.items()},
-                "git": git_state(),
             },
         )
 

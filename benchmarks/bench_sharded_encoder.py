@@ -22,9 +22,7 @@ Example::
 """
 
 import argparse
-import datetime
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -32,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-from bench_speed import cpu_model, git_state, prepare_root
+from bench_speed import prepare_root, record_header
 
 HERE = Path(__file__).resolve().parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -90,10 +88,7 @@ def main() -> None:
         from torch_wge.io import write_json
 
         record = {
-            "benchmark": "bench_sharded_encoder",
-            "command": " ".join(["python", "benchmarks/bench_sharded_encoder.py", *sys.argv[1:]]),
-            "machine": {"cpu": cpu_model(), "cpus": os.cpu_count()},
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            **record_header("bench_sharded_encoder"),
             "dataset": args.dataset,
             "train_args": args.train_args,
             "epochs_per_run": args.epochs,
@@ -101,7 +96,6 @@ def main() -> None:
             "seconds_per_epoch": seconds,
             "median_seconds_per_epoch": medians,
             "speedups": speedups,
-            "git": git_state(),
         }
         write_json(args.json, record)
 

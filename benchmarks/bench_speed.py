@@ -84,6 +84,18 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def record_header(benchmark: str) -> Dict[str, Any]:
+    """The fields a benchmark record starts with: the benchmark, the command that ran it (this script
+    with this process's arguments), the machine, the date (UTC) and the code measured."""
+    return {
+        "benchmark": benchmark,
+        "command": " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "machine": {"cpu": cpu_model(), "cpus": os.cpu_count()},
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git": git_state(),
+    }
+
+
 def git_state(checkout: Path = HERE.parent) -> Dict[str, Any]:
     """Commit of a checkout and the library files that differ from it (what was measured)."""
 

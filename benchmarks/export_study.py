@@ -3,8 +3,8 @@
 Reads the study a tune folder's ``study.json`` names and writes, per trial: its number, state,
 validation MRR (complete trials), the validation MRR it reported at each validation (what a
 pruner saw), its minutes, the settings the space drew, every setting of its run and, for a trial
-that failed, why. The record also holds the study's name, the command that ran it (``--command``)
-and the search space file's content (``--space``).
+that failed, why. The record also holds the study's name, the command that ran it (``--command``),
+the search space file's content (``--space``) and the export's own command (``exported_by``).
 
 Example::
 
@@ -13,11 +13,10 @@ Example::
 """
 
 import argparse
-import datetime
 import json
 from pathlib import Path
 
-from bench_speed import cpu_model, git_state
+from bench_speed import record_header
 
 
 def main() -> None:
@@ -47,17 +46,16 @@ def main() -> None:
                 "error": trial.user_attrs.get("error"),
             }
         )
+    header = record_header("torch-wge tune")
     write_json(
         args.out,
         {
-            "benchmark": "torch-wge tune",
-            "study": names["study"],
+            **header,
+            "exported_by": header["command"],
             "command": args.command,
+            "study": names["study"],
             "space": None if args.space is None else json.loads(Path(args.space).read_text()),
-            "machine": {"cpu": cpu_model()},
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "trials": trials,
-            "git": git_state(),
         },
     )
     print(f"{len(trials)} trials of study {names['study']} written to {args.out}")
