@@ -132,7 +132,10 @@ def test_the_same_command_again_adds_no_trial(kg_folder, study_folder, capsys, o
     tmp = study_folder.parent
     assert main(tune_argv(kg_folder, tmp, study_folder, 4, SPACE, "--trials", "3")) == 0
     assert len(load(study_folder).get_trials()) == 3
-    assert "3 trials (3 complete" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "3 trials (3 complete" in out
+    best = max(load(study_folder).get_trials(), key=lambda t: t.value).number
+    assert f"rank the best on test once: torch-wge evaluate {study_folder / 'trials' / str(best) / 'best.pt'}" in out
 
 
 class PruneAllButTheFirst(optuna.pruners.BasePruner):

@@ -543,7 +543,7 @@ def run_tune(args) -> None:
     TrainConfig.from_dict(base).validate()
     space = check_space(read_mapping(args.space), args.space) if args.space else DEFAULT_SPACE
     out = Path(args.out or Path("runs") / f"tune-{Path(base.get('dataset', TrainConfig.dataset)).name}")
-    tune(
+    study = tune(
         base,
         space,
         out,
@@ -558,6 +558,10 @@ def run_tune(args) -> None:
     )
     if (out / "best.json").is_file():
         print(f"best settings in {out / 'best.json'} (torch-wge train --config {out / 'best.json'})")
+        best = out / "trials" / str(study.best_trial.number) / "best.pt"
+        print(
+            f"trials rank validation only; when the search is over, rank the best on test once: torch-wge evaluate {best}"
+        )
 
 
 def run_plot(args) -> None:
