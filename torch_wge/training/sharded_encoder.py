@@ -41,9 +41,10 @@ processes makes them the gradient of the global batch, as for the replicated
 encoder. Per layer and step, forward: one all-gather of the layer's output,
 :math:`(N + M) C` numbers, and one all-reduce of the batch norms'
 statistics, :math:`2 (2C + 1)` numbers with both views; backward: one
-reduce-scatter of :math:`(N + M) C` numbers and one all-reduce of as many
-statistics. Padding uneven shares to the largest adds at most one row per
-process and block.
+reduce-scatter of :math:`(N + M) C` numbers (on gloo an all-reduce, see
+:class:`GatherRows`) and one all-reduce of as many statistics. Each
+process's part of a gather is padded to the largest part, so a gather moves
+:math:`P` times the largest share's rows.
 
 The encoder has no dropout (only the decoders do, per process and per query,
 see :mod:`torch_wge.training.distributed`), so with any dropout the sharded
