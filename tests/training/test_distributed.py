@@ -329,8 +329,8 @@ SHARDED_BATCH = 61  # queries of the one global batch: 30 / 31 on 2 processes, 2
 
 def _sharded_case(views, num_layers, conv, num_relations):
     """The float64 model (same initialisation in every process), its graph, adjacencies and validation evaluator.
-    41 entities and (R = 4) 8 relation nodes, shared by cost: 20 or 21 entity rows a process on 2 processes,
-    13 or 14 on 3; with R = 1, relation-node shares of 1 / 0 / 1 on 3."""
+    41 entities and (R = 4) 8 relation nodes, dealt out: 20 or 21 entity rows a process on 2 processes,
+    13 or 14 on 3; with R = 1, relation-node shares of 1 / 1 / 0 on 3."""
     from torch_wge.training import build_model, graph_transform
 
     config = make_config(views=views, num_layers=num_layers, conv=conv)
@@ -470,23 +470,28 @@ def test_shard_bounds_cover_every_item_once():
                 assert all(a % chunk == 0 for a, b in parts if b > a)
 
 
-def test_row_shares_give_each_row_to_the_share_its_cost_midpoint_falls_in():
+def test_row_shares_deal_the_rows_by_weight_and_balance_counts_and_weights():
     from torch_wge.training.sharded_encoder import RowShares
 
     generator = torch.Generator().manual_seed(3)
-    for count, world in ((1, 2), (7, 3), (50, 4), (3, 3)):
-        costs = torch.rand(count, generator=generator, dtype=torch.float64) * 10
-        costs[0] = 40.0  # a heavy first row, as the most frequent entities are
-        total = costs.sum().item()
-        before, expected = 0.0, []
-        for cost in costs.tolist():
-            expected.append(min(world - 1, int(world * (before + cost / 2) / total)))
-            before += cost
+    for count, world in ((1, 2), (7, 3), (50, 4), (3, 3), (2, 3), (64, 2)):
+        weights = torch.randint(0, 6, (count,), generator=generator)
+        weights[0] = 40  # a heavy first row, as the most frequent entities are
+        # the deal by hand: heaviest first (ties in index order), to 0, 1, ..., P - 1, P - 1, ..., 0, 0, 1, ...
+        ranked = sorted(range(count), key=lambda i: (-int(weights[i]), i))
+        expected = [[] for _ in range(world)]
+        for turn, row in enumerate(ranked):
+            lap, seat = divmod(turn, world)
+            expected[seat if lap % 2 == 0 else world - 1 - seat].append(row)
         for rank in range(world):
-            shares = RowShares(count, world, rank, costs)
-            assert shares.own == shares.bounds[rank] and shares.own_count == shares.sizes[rank]
-            got = [p for p, (start, stop) in enumerate(shares.bounds) for _ in range(start, stop)]
-            assert got == expected, (count, world)
+            shares = RowShares(count, world, rank, weights)
+            assert [rows.tolist() for rows in shares.rows] == [sorted(rows) for rows in expected], (count, world)
+            assert torch.equal(shares.own, shares.rows[rank]) and shares.own_count == shares.sizes[rank]
+        assert max(shares.sizes) - min(shares.sizes) <= 1
+        totals = [int(weights[rows].sum()) for rows in shares.rows]
+        assert max(totals) - min(totals) <= int(weights.max())
+    # without weights, the rows are dealt in their order
+    assert [rows.tolist() for rows in RowShares(5, 2, 0).rows] == [[0, 3, 4], [1, 2]]
 
 
 def test_synced_batch_norm_is_batch_norm_in_one_process():

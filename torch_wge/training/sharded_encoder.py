@@ -1,12 +1,12 @@
 r"""The two-view encoder sharded over the processes of a run: each process
 computes its own rows of every layer.
 
-With :math:`P` processes, process :math:`p` owns a contiguous share
-:math:`E_p` of the :math:`N` entity rows and a contiguous share :math:`Q_p`
-of the :math:`M = 2R` relation-node rows (:class:`RowShares`), of about equal
-work: a row costs its quaternion products in each view and its stored
-adjacency entries, and the most frequent entities, numbered first, have
-many more entries than the rest. A view's layer :math:`\mathbf{H}' = g(\mathrm{norm}(
+With :math:`P` processes, process :math:`p` owns a share :math:`E_p` of the
+:math:`N` entity rows and a share :math:`Q_p` of the :math:`M = 2R`
+relation-node rows (:class:`RowShares`): rows dealt out by their stored
+adjacency entries, so that every process has :math:`1/P` of the rows (whose
+quaternion products cost the same) and about :math:`1/P` of the entries
+(the sparse sums), in the forward and the backward pass alike. A view's layer :math:`\mathbf{H}' = g(\mathrm{norm}(
 \mathbf{\hat{A}} (\mathbf{W} \otimes \mathbf{H}) + \mathbf{b}))` is computed,
 with the sparse sum first (:math:`\mathbf{\hat{A}} (\mathbf{W} \otimes
 \mathbf{H}) = \mathbf{W} \otimes (\mathbf{\hat{A}} \mathbf{H})`: the map
@@ -43,8 +43,8 @@ encoder. Per layer and step, forward: one all-gather of the layer's output,
 statistics, :math:`2 (2C + 1)` numbers with both views; backward: one
 reduce-scatter of :math:`(N + M) C` numbers (on gloo an all-reduce, see
 :class:`GatherRows`) and one all-reduce of as many statistics. Each
-process's part of a gather is padded to the largest part, so a gather moves
-:math:`P` times the largest share's rows.
+process's part of a gather is padded to the largest part (shares differ by
+at most one row a block).
 
 The encoder has no dropout (only the decoders do, per process and per query,
 see :mod:`torch_wge.training.distributed`), so with any dropout the sharded
@@ -58,7 +58,6 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torch_wge.evaluation.sharding import shard_bounds
 from torch_wge.nn import TwoViewConv, TwoViewEncoder
 from torch_wge.nn.conv import QuaternionGCNConv
 from torch_wge.nn.norm import SyncedBatchNorm1d
@@ -67,36 +66,37 @@ from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpos
 __all__ = ["RowShares", "GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
 
 
-#: The quaternion products of one row of a view, forward and backward, weigh as much as the sparse
-#: sums over this many stored adjacency entries per real channel: an estimate for a CPU core, by
-#: which the rows are shared out (``benchmarks/bench_row_costs.py`` times the processes' parts).
-PRODUCT_COST_PER_CHANNEL = 0.3
-
-
 class RowShares:
-    """The processes' contiguous shares of ``count`` rows, ``rank``'s own among them: of about equal
-    ``costs [count]`` (a row goes to the share its cost's midpoint falls in, on the cumulative costs
-    cut into ``world_size`` equal parts), or of equal counts, differing by at most one
-    (:func:`~torch_wge.evaluation.sharding.shard_bounds`), without costs.
+    """The processes' shares of ``count`` rows, ``rank``'s own among them, each of ``count / world_size``
+    rows (give or take one) and, with ``weights [count]``, of about equal total weight: the rows are
+    dealt out in decreasing weight (ties in order) as cards are, ``0, 1, ..., P - 1, P - 1, ..., 1, 0,
+    0, 1, ...``, so the shares' totals differ by at most the largest weight. ``rows[p]`` holds share
+    ``p``'s rows in increasing order.
+
+    The sharded encoder deals a view's rows by their stored adjacency entries: every row costs the same
+    quaternion products and its entries' sparse sums, so each process gets an equal part of both, in
+    the forward and in the backward pass alike. (Contiguous shares of equal total cost cannot do that
+    when the most frequent entities come first: the process with fewer rows waits for the other in the
+    one pass and is waited for in the other.)
 
     Example:
-        >>> RowShares(5, world_size=2, rank=0).bounds
-        [(0, 2), (2, 5)]
-        >>> RowShares(5, world_size=2, rank=0, costs=torch.tensor([8.0, 1, 1, 1, 1])).bounds
-        [(0, 1), (1, 5)]
+        >>> shares = RowShares(5, world_size=2, rank=0, weights=torch.tensor([1.0, 9, 1, 8, 1]))
+        >>> [rows.tolist() for rows in shares.rows]
+        [[0, 1, 4], [2, 3]]
+        >>> shares.own.tolist(), shares.sizes
+        ([0, 1, 4], [3, 2])
     """
 
-    def __init__(self, count: int, world_size: int, rank: int, costs: Optional[Tensor] = None):
+    def __init__(self, count: int, world_size: int, rank: int, weights: Optional[Tensor] = None):
         self.count = count
-        if costs is None:
-            self.bounds = [shard_bounds(count, r, world_size) for r in range(world_size)]
-        else:
-            cumulative = costs.to(torch.float64).cumsum(0)
-            targets = cumulative[-1] * torch.arange(1, world_size, dtype=torch.float64) / world_size
-            cuts = [0] + torch.searchsorted(cumulative - costs / 2, targets).tolist() + [count]
-            self.bounds = list(zip(cuts[:-1], cuts[1:]))
-        self.sizes = [stop - start for start, stop in self.bounds]
-        self.own = self.bounds[rank]
+        order = torch.arange(count)
+        if weights is not None:
+            order = torch.sort(weights.cpu(), descending=True, stable=True).indices
+        turn = torch.arange(count) % (2 * world_size)  # a row's turn in the deal
+        owner = torch.where(turn < world_size, turn, 2 * world_size - 1 - turn)
+        self.rows = [order[owner == p].sort().values for p in range(world_size)]
+        self.sizes = [rows.numel() for rows in self.rows]
+        self.own = self.rows[rank]
         self.own_count = self.sizes[rank]
 
 
@@ -131,14 +131,14 @@ class GatherRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx, local: Tensor, outputs: Sequence[Sequence[RowShares]], group):
         world_size = len(outputs[0][0].sizes)
-        # (output, row in the output, process, row in the process's part, rows) of every piece
+        # (output, its rows, process, row in the process's part) of every piece
         pieces, filled = [], [0] * world_size
         for index, blocks in enumerate(outputs):
             row = 0
             for block in blocks:
-                for rank, size in enumerate(block.sizes):
-                    pieces.append((index, row + block.bounds[rank][0], rank, filled[rank], size))
-                    filled[rank] += size
+                for rank, rows in enumerate(block.rows):
+                    pieces.append((index, rows.to(local.device) + row, rank, filled[rank]))
+                    filled[rank] += rows.numel()
                 row += block.count
         largest = max(filled)
         ctx.pieces, ctx.largest, ctx.group, ctx.own, ctx.world_size = pieces, largest, group, local.size(0), world_size
@@ -151,18 +151,18 @@ class GatherRows(torch.autograd.Function):
         gathered = local.new_empty((world_size * largest,) + tuple(local.shape[1:]))
         dist.all_gather_single(gathered, padded, group=group)
         results = [local.new_empty((sum(b.count for b in blocks),) + tuple(local.shape[1:])) for blocks in outputs]
-        for index, row, rank, offset, size in pieces:
+        for index, rows, rank, offset in pieces:
             start = rank * largest + offset
-            results[index][row : row + size] = gathered[start : start + size]
+            results[index].index_copy_(0, rows, gathered[start : start + rows.numel()])
         return tuple(results)
 
     @staticmethod
     def backward(ctx, *grads: Tensor):
         largest = ctx.largest
         padded = grads[0].new_empty((ctx.world_size * largest,) + tuple(grads[0].shape[1:]))
-        for index, row, rank, offset, size in ctx.pieces:
+        for index, rows, rank, offset in ctx.pieces:
             start = rank * largest + offset
-            padded[start : start + size] = grads[index][row : row + size]
+            torch.index_select(grads[index], 0, rows, out=padded[start : start + rows.numel()])
         if sums_by_all_reduce(ctx.group):
             dist.all_reduce(padded, group=ctx.group)
             start = ctx.rank * largest
@@ -270,25 +270,23 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
     def _shares(
         self, num_entities: int, num_relations: int, ef_edge_index: Optional[Tensor], rf_edge_index: Optional[Tensor]
     ) -> Tuple[RowShares, RowShares]:
-        """The entity and relation-node shares of about equal work: a row costs its products in each view
-        it is in (:data:`PRODUCT_COST_PER_CHANNEL` times C stored entries a view) and its stored entries.
-        Kept while the adjacencies are the same tensors."""
+        """The entity and relation-node shares, dealt by their stored adjacency entries over the views
+        they are in (see :class:`RowShares`). Kept while the adjacencies are the same tensors."""
         kept = self._kept_shares
         if kept is not None and kept[0] is ef_edge_index and kept[1] is rf_edge_index:
             return kept[2]
-        product = PRODUCT_COST_PER_CHANNEL * self.channels
         conv = self._layers()[0]
-        entity_costs = torch.zeros(num_entities, dtype=torch.float64)
-        relation_costs = None
+        entity_entries = torch.zeros(num_entities, dtype=torch.long)
+        relation_entries = None
         if conv.entity_conv is not None and ef_edge_index is not None:
-            entity_costs += product + ef_edge_index.crow_indices().diff().cpu()
+            entity_entries += ef_edge_index.crow_indices().diff().cpu()
         if conv.relation_conv is not None and rf_edge_index is not None:
-            stored = rf_edge_index.crow_indices().diff().cpu().to(torch.float64)
-            entity_costs += product + stored[:num_entities]
-            relation_costs = product + stored[num_entities:]
+            stored = rf_edge_index.crow_indices().diff().cpu()
+            entity_entries += stored[:num_entities]
+            relation_entries = stored[num_entities:]
         shares = (
-            RowShares(num_entities, self.world_size, self.rank, entity_costs),
-            RowShares(num_relations, self.world_size, self.rank, relation_costs),
+            RowShares(num_entities, self.world_size, self.rank, entity_entries),
+            RowShares(num_relations, self.world_size, self.rank, relation_entries),
         )
         self._kept_shares = (ef_edge_index, rf_edge_index, shares)
         return shares
@@ -335,10 +333,10 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         kept = self._rows.get((layer, view))
         if kept is None or kept[0] is not normalized:
             offsets = [0]
-            for share in shares:
-                offsets.append(offsets[-1] + sum(share.sizes))
-            ranges = [(offset + share.own[0], offset + share.own[1]) for offset, share in zip(offsets, shares)]
-            rows = csr_rows(normalized, ranges)
+            for share in shares[:-1]:
+                offsets.append(offsets[-1] + share.count)
+            own = torch.cat([offset + share.own for offset, share in zip(offsets, shares)])
+            rows = csr_rows(normalized, own)
             kept = (normalized, rows, csr_transpose(rows))
             if view_conv.cached:
                 self._rows[(layer, view)] = kept

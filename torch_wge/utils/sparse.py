@@ -1,6 +1,6 @@
 import contextlib
 import warnings
-from typing import Iterator, Sequence, Tuple
+from typing import Iterator
 
 import torch
 from torch import Tensor
@@ -77,26 +77,30 @@ def csr_transpose(adj_t: Tensor) -> Tensor:
         return adj_t.t().to_sparse_csr()
 
 
-def csr_rows(adj_t: Tensor, ranges: Sequence[Tuple[int, int]]) -> Tensor:
-    r"""The rows ``start:stop`` of each range of ``ranges`` of a
-    ``torch.sparse_csr`` matrix, one block after the other, as a CSR matrix
-    with all of ``adj_t``'s columns.
+def csr_rows(adj_t: Tensor, rows: Tensor) -> Tensor:
+    r"""The rows ``rows`` of a ``torch.sparse_csr`` matrix, in that order, as
+    a CSR matrix with all of ``adj_t``'s columns.
 
-    Shapes: ``adj_t [M, N]`` gives ``[sum(stop - start), N]``.
+    Shapes: ``adj_t [M, N]`` and ``rows [S]`` give ``[S, N]``.
 
     Example:
         >>> adj_t = csr_adjacency(torch.tensor([[0, 0, 2], [1, 2, 3]]), 4)
-        >>> csr_rows(adj_t, [(1, 2), (3, 4)]).to_dense()
-        tensor([[1., 0., 0., 0.],
-                [0., 0., 1., 0.]])
+        >>> csr_rows(adj_t, torch.tensor([3, 1])).to_dense()
+        tensor([[0., 0., 1., 0.],
+                [1., 0., 0., 0.]])
     """
     crow, col, values = adj_t.crow_indices(), adj_t.col_indices(), adj_t.values()
-    counts = [crow[start + 1 : stop + 1] - crow[start:stop] for start, stop in ranges]
-    entries = [torch.arange(int(crow[start]), int(crow[stop]), device=col.device) for start, stop in ranges]
-    taken = torch.cat(entries) if entries else col.new_zeros(0)
-    rows = sum(stop - start for start, stop in ranges)
-    new_crow = torch.cat([crow.new_zeros(1), torch.cat(counts).cumsum(0) if counts else crow.new_zeros(0)])
+    rows = rows.to(crow.device)
+    first, counts = crow[rows], crow[rows + 1] - crow[rows]
+    new_crow = torch.cat([crow.new_zeros(1), counts.cumsum(0)])
+    # entry j of new row i is entry first[i] + j of adj_t
+    taken = torch.repeat_interleave(first - new_crow[:-1], counts) + torch.arange(int(new_crow[-1]), device=crow.device)
     with _without_csr_notices():
         return torch.sparse_csr_tensor(
-            new_crow, col[taken], values[taken], size=(rows, adj_t.size(1)), dtype=values.dtype, device=values.device
+            new_crow,
+            col[taken],
+            values[taken],
+            size=(rows.numel(), adj_t.size(1)),
+            dtype=values.dtype,
+            device=values.device,
         )
