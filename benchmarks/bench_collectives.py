@@ -7,8 +7,10 @@ For each size (rows per process, ``--channels`` float32 columns) the processes t
   encoder's forward gather);
 - ``reduce_scatter``: :func:`torch.distributed.reduce_scatter_single` of the gathered buffer back
   to each process's rows (the textbook backward of that gather);
-- ``all_reduce``: :func:`torch.distributed.all_reduce` of the whole gathered buffer (what the
-  backward does on gloo instead, each process then keeping its rows).
+- ``all_reduce``: :func:`torch.distributed.all_reduce` of the whole gathered buffer, each process
+  then keeping its rows (another way to that reduce-scatter);
+- ``all_to_all``: :func:`torch.distributed.all_to_all_single` of the gathered buffer's blocks, each
+  to its process, and the sum of the blocks received (what the backward does on gloo).
 
 Reports the median of each and writes every timing to ``--json``. One thread per process; time it
 on a quiet machine with a core per process.
@@ -32,7 +34,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from bench_speed import record_header
 
-OPERATIONS = ("all_gather", "reduce_scatter", "all_reduce")
+OPERATIONS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 
 
 def _job(rank: int, world_size: int, port: int, rows: List[int], channels: int, repeats: int, out: str) -> None:
@@ -42,10 +44,17 @@ def _job(rank: int, world_size: int, port: int, rows: List[int], channels: int, 
     for count in rows:
         own = torch.randn(count, channels)
         gathered = torch.empty(world_size * count, channels)
+        received = torch.empty_like(gathered)
+
+        def all_to_all() -> None:
+            dist.all_to_all_single(received, gathered)
+            torch.sum(received.view(world_size, count, channels), 0, out=own)
+
         operations = {
             "all_gather": lambda: dist.all_gather_single(gathered, own),
             "reduce_scatter": lambda: dist.reduce_scatter_single(own, gathered),
             "all_reduce": lambda: dist.all_reduce(gathered),
+            "all_to_all": all_to_all,
         }
         timings[str(count)] = {name: [] for name in operations}
         for _ in range(repeats):

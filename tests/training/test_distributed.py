@@ -343,13 +343,13 @@ def _sharded_case(views, num_layers, conv, num_relations):
     return model, data, model.graph_inputs(data), evaluator
 
 
-def _sharded_encoder_job(rank, out, world_size, all_reduce):
+def _sharded_encoder_job(rank, out, world_size, all_to_all):
     """Each case: the loss and gradients of one global batch and the validation metrics, sharded encoder,
-    its gathers' gradients summed by an all-reduce (gloo's way) or a reduce-scatter (NCCL's)."""
+    its gathers' gradients summed by an all-to-all and a local sum (gloo's way) or a reduce-scatter (NCCL's)."""
     from torch_wge.training import TrainingQueries, sharded_encoder
     from torch_wge.training.sharded_encoder import shard_encoder
 
-    sharded_encoder.sums_by_all_reduce = lambda group: all_reduce
+    sharded_encoder.sums_by_all_to_all = lambda group: all_to_all
 
     context = DistributedContext.from_environment("cpu")
     results = []
@@ -375,12 +375,12 @@ def _sharded_encoder_job(rank, out, world_size, all_reduce):
     torch.save(results, Path(out) / f"sharded-rank{rank}.pt")
 
 
-@pytest.mark.parametrize("all_reduce", [True, False], ids=["all-reduce", "reduce-scatter"])
+@pytest.mark.parametrize("all_to_all", [True, False], ids=["all-to-all", "reduce-scatter"])
 @pytest.mark.parametrize("world_size", [2, 3])
-def test_sharded_encoder_equals_one_process(tmp_path, world_size, all_reduce):
+def test_sharded_encoder_equals_one_process(tmp_path, world_size, all_to_all):
     from torch_wge.training import TrainingQueries
 
-    job = partial(_sharded_encoder_job, out=tmp_path, world_size=world_size, all_reduce=all_reduce)
+    job = partial(_sharded_encoder_job, out=tmp_path, world_size=world_size, all_to_all=all_to_all)
     run_processes(job, world_size=world_size)
     got = [torch.load(tmp_path / f"sharded-rank{rank}.pt") for rank in range(world_size)]
     for index, case in enumerate(SHARDED_CASES):

@@ -41,7 +41,7 @@ processes makes them the gradient of the global batch, as for the replicated
 encoder. Per layer and step, forward: one all-gather of the layer's output,
 :math:`(N + M) C` numbers, and one all-reduce of the batch norms'
 statistics, :math:`2 (2C + 1)` numbers with both views; backward: one
-reduce-scatter of :math:`(N + M) C` numbers (on gloo an all-reduce, see
+reduce-scatter of :math:`(N + M) C` numbers (on gloo an all-to-all, see
 :class:`GatherRows`) and one all-reduce of as many statistics. Each
 process's part of a gather is padded to the largest part (shares differ by
 at most one row a block).
@@ -60,7 +60,7 @@ from torch import Tensor
 
 from torch_wge.nn import TwoViewConv, TwoViewEncoder
 from torch_wge.nn.conv import QuaternionGCNConv
-from torch_wge.nn.norm import SyncedBatchNorm1d
+from torch_wge.nn.norm import SyncedBatchNorm1d, normalize_together
 from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpose
 
 __all__ = ["RowShares", "GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
@@ -82,9 +82,9 @@ class RowShares:
     Example:
         >>> shares = RowShares(5, world_size=2, rank=0, weights=torch.tensor([1.0, 9, 1, 8, 1]))
         >>> [rows.tolist() for rows in shares.rows]
-        [[0, 1, 4], [2, 3]]
+        [[1, 2, 4], [0, 3]]
         >>> shares.own.tolist(), shares.sizes
-        ([0, 1, 4], [3, 2])
+        ([1, 2, 4], [3, 2])
     """
 
     def __init__(self, count: int, world_size: int, rank: int, weights: Optional[Tensor] = None):
@@ -100,9 +100,10 @@ class RowShares:
         self.own_count = self.sizes[rank]
 
 
-def sums_by_all_reduce(group) -> bool:
-    """Whether :class:`GatherRows` sums gradients with an all-reduce of the whole buffer rather than a
-    reduce-scatter: on gloo, whose reduce-scatter takes longer."""
+def sums_by_all_to_all(group) -> bool:
+    """Whether :class:`GatherRows` sums gradients with an all-to-all of the row blocks followed by a
+    local sum, rather than a reduce-scatter: on gloo, whose reduce-scatter takes longer
+    (``benchmarks/bench_collectives.py``)."""
     return dist.get_backend(group) == "gloo"
 
 
@@ -117,9 +118,9 @@ class GatherRows(torch.autograd.Function):
     Backward is the matching :func:`torch.distributed.reduce_scatter_single`:
     process :math:`p` receives, for each of its rows, the sum over all
     processes of that row's gradients. On gloo, whose reduce-scatter takes
-    longer than its all-reduce of the whole buffer
-    (``benchmarks/bench_collectives.py``), it is that all-reduce, of which
-    each process keeps its rows.
+    longer (``benchmarks/bench_collectives.py``), each process sends every
+    other its gradients of that process's rows in one
+    :func:`torch.distributed.all_to_all_single` and sums what it receives.
 
     ``GatherRows.apply(local, outputs, group)`` returns a tuple with one tensor per output.
 
@@ -163,12 +164,14 @@ class GatherRows(torch.autograd.Function):
         for index, rows, rank, offset in ctx.pieces:
             start = rank * largest + offset
             torch.index_select(grads[index], 0, rows, out=padded[start : start + rows.numel()])
-        if sums_by_all_reduce(ctx.group):
-            dist.all_reduce(padded, group=ctx.group)
-            start = ctx.rank * largest
-            return padded[start : start + ctx.own], None, None
-        total = grads[0].new_empty((largest,) + tuple(grads[0].shape[1:]))
-        dist.reduce_scatter_single(total, padded, group=ctx.group)
+        if sums_by_all_to_all(ctx.group):
+            # block q of what arrives: process q's gradients of this process's rows
+            received = torch.empty_like(padded)
+            dist.all_to_all_single(received, padded, group=ctx.group)
+            total = received.view((ctx.world_size, largest) + tuple(padded.shape[1:])).sum(0)
+        else:
+            total = grads[0].new_empty((largest,) + tuple(grads[0].shape[1:]))
+            dist.reduce_scatter_single(total, padded, group=ctx.group)
         return total[: ctx.own], None, None
 
 
@@ -254,7 +257,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                 self._own_rows(k, name, view_conv, adj, shares, inputs)
                 for name, view_conv, _, adj, shares, inputs in views
             ]
-            h = self._normalize([norm for _, _, norm, *_ in views], h)
+            h = normalize_together([norm for _, _, norm, *_ in views], h)
             outputs = {name: conv._activate(None, out) for (name, *_), out in zip(views, h)}  # the layer's own g
             if "rf" in outputs:
                 x_rf, rel_own = outputs["rf"].split([entities.own_count, relations.own_count])
@@ -306,16 +309,6 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         rows, rows_t = self._adjacency_rows(layer, view, view_conv, adj, inputs.dtype, shares)
         h = view_conv.lin(matmul_with_transpose(rows, rows_t, inputs))
         return h if view_conv.bias is None else h + view_conv.bias
-
-    @staticmethod
-    def _normalize(norms: Sequence[Optional[torch.nn.Module]], h: List[Tensor]) -> List[Tensor]:
-        """The views' batch norms of a layer applied to their rows, their statistics in one all-reduce."""
-        synced = [(i, norm) for i, norm in enumerate(norms) if isinstance(norm, SyncedBatchNorm1d)]
-        if synced:
-            outputs = SyncedBatchNorm1d.forward_together([norm for _, norm in synced], [h[i] for i, _ in synced])
-            for (i, _), out in zip(synced, outputs):
-                h[i] = out
-        return h
 
     def _adjacency_rows(
         self,

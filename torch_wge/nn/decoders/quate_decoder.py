@@ -1,7 +1,10 @@
+from typing import List, Sequence
+
 import torch
 from torch import Tensor
 
 from torch_wge.nn.dropout import dropout
+from torch_wge.nn.norm import normalize_together
 from torch_wge.utils.quaternion import check_quaternion_size, hamilton_product, normalize_quaternion
 
 
@@ -66,6 +69,26 @@ class QuatEDecoder(torch.nn.Module):
         if self.batch_norm is not None:
             q = self.batch_norm(q)
         return dropout(q, self.dropout, self.training)
+
+    @staticmethod
+    def queries_together(
+        decoders: Sequence["QuatEDecoder"], hs: Sequence[Tensor], rs: Sequence[Tensor]
+    ) -> List[Tensor]:
+        r"""``decoders[i].query(hs[i], rs[i], normalized=True)`` for every :math:`i`, the
+        decoders' batch norms applied together
+        (:func:`~torch_wge.nn.norm.normalize_together`): synchronising batch norms
+        then share one all-reduce instead of one each.
+
+        Example:
+            >>> decoders = [QuatEDecoder(4), QuatEDecoder(4)]
+            >>> hs, rs = [torch.randn(3, 4)] * 2, [normalize_quaternion(torch.randn(3, 4))] * 2
+            >>> queries = QuatEDecoder.queries_together(decoders, hs, rs)
+            >>> torch.allclose(queries[1], decoders[1].query(hs[1], rs[1], normalized=True))
+            True
+        """
+        products = [hamilton_product(h, r) for h, r in zip(hs, rs)]
+        normalized = normalize_together([decoder.batch_norm for decoder in decoders], products)
+        return [dropout(q, decoder.dropout, decoder.training) for decoder, q in zip(decoders, normalized)]
 
     def forward(self, h: Tensor, r: Tensor, t: Tensor) -> Tensor:
         """Scores of the triples ``(h[b], r[b], t[b])``, shape ``[B]``."""

@@ -1,4 +1,4 @@
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -195,3 +195,28 @@ class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
                 unbiased = var * (n / (n - 1))
                 self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype), alpha=factor)
         return input * scale + shift
+
+
+def normalize_together(norms: Sequence[Optional[torch.nn.Module]], inputs: Sequence[Tensor]) -> List[Tensor]:
+    """``norms[i](inputs[i])`` for every :math:`i` (``inputs[i]`` itself where ``norms[i]`` is
+    :obj:`None`), the :class:`SyncedBatchNorm1d` among them applied with
+    :meth:`SyncedBatchNorm1d.forward_together`: one all-reduce, one point where the processes wait for
+    each other, instead of one per norm.
+
+    Example:
+        >>> norms = [torch.nn.BatchNorm1d(4), None]
+        >>> x, y = torch.randn(3, 4), torch.randn(3, 4)
+        >>> outputs = normalize_together(norms, [x, y])
+        >>> torch.equal(outputs[0], norms[0](x)), torch.equal(outputs[1], y)
+        (True, True)
+    """
+    outputs = list(inputs)
+    synced = [i for i, norm in enumerate(norms) if isinstance(norm, SyncedBatchNorm1d)]
+    for i, norm in enumerate(norms):
+        if norm is not None and i not in synced:
+            outputs[i] = norm(inputs[i])
+    if synced:
+        together = SyncedBatchNorm1d.forward_together([norms[i] for i in synced], [inputs[i] for i in synced])  # type: ignore[misc]
+        for i, output in zip(synced, together):
+            outputs[i] = output
+    return outputs
