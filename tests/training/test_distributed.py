@@ -360,7 +360,11 @@ def _sharded_encoder_job(rank, out, world_size, all_to_all):
         module = wrap_data_parallel(BatchLoss(model, inputs), context)
         queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
         start, stop = shard_bounds(SHARDED_BATCH, rank, world_size)
+        all_reduce, all_reduces = torch.distributed.all_reduce, []
+        torch.distributed.all_reduce = lambda *args, **kwargs: all_reduces.append(1) or all_reduce(*args, **kwargs)
         loss = module(*queries.batch(torch.arange(start, stop)), world_size * (stop - start) / SHARDED_BATCH)
+        forward_all_reduces = len(all_reduces)
+        torch.distributed.all_reduce = all_reduce
         loss.backward()
         model.eval()
         metrics = evaluate_model(model, inputs, evaluator, 16, distributed=context).to_flat_dict()
@@ -370,6 +374,7 @@ def _sharded_encoder_job(rank, out, world_size, all_to_all):
                 "grads": {name: p.grad.clone() for name, p in model.named_parameters()},
                 "state": list(model.state_dict()),
                 "metrics": metrics,
+                "forward_all_reduces": forward_all_reduces,
             }
         )
     torch.save(results, Path(out) / f"sharded-rank{rank}.pt")
@@ -397,6 +402,8 @@ def test_sharded_encoder_equals_one_process(tmp_path, world_size, all_to_all):
             assert result["loss"] == pytest.approx(loss.item(), rel=1e-12), (case, rank)
             assert result["state"] == list(model.state_dict()), case  # the sharding renames nothing
             assert result["metrics"] == metrics, (case, rank)
+            # the batch norms' statistics: one all-reduce a layer (both views), one for all the decoders
+            assert result["forward_all_reduces"] == case[1] + 1, (case, rank)
             for name, p in model.named_parameters():
                 error = (result["grads"][name] - p.grad).abs().max().item()
                 assert error <= 1e-9 * scale, (case, rank, name, error)
