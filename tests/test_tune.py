@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -136,6 +137,53 @@ def test_the_same_command_again_adds_no_trial(kg_folder, study_folder, capsys, o
     assert "3 trials (3 complete" in out
     best = max(load(study_folder).get_trials(), key=lambda t: t.value).number
     assert f"rank the best on test once: torch-wge evaluate {study_folder / 'trials' / str(best) / 'best.pt'}" in out
+
+
+def test_an_enqueued_settings_file_is_tried_first_and_once(kg_folder, tmp_path, one_torch_thread):
+    # the searched settings it names are fixed, the one it does not (hidden_channels) is drawn, the
+    # one the space does not search (epochs) is the study's own
+    settings = write_json(tmp_path / "known.json", {"lr": 0.0123, "num_layers": 2, "epochs": 99})
+    out = tmp_path / "out"
+    assert main(tune_argv(kg_folder, tmp_path, out, 2, SPACE, "--trials", "1", "--enqueue", str(settings))) == 0
+    (first,) = load(out).get_trials()
+    assert first.params["lr"] == 0.0123 and first.params["num_layers"] == 2
+    assert first.params["hidden_channels"] in (2, 4) and first.user_attrs["config"]["epochs"] == 2
+    # the same command, two trials more: nothing queued again
+    assert main(tune_argv(kg_folder, tmp_path, out, 2, SPACE, "--trials", "3", "--enqueue", str(settings))) == 0
+    trials = load(out).get_trials()
+    assert len(trials) == 3 and [t.params["lr"] == 0.0123 for t in trials] == [True, False, False]
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"lr": 0.5}, "lr: 0.5 is outside the space's [0.001, 0.05]"),
+        ({"num_layers": 3}, "num_layers: 3 is not one of the choices [1, 2]"),
+        ({"lr": "fast"}, "lr: expected a float, found 'fast'"),
+        ({"dropout": 0.1}, "names none of the searched settings (lr, num_layers, hidden_channels)"),
+    ],
+)
+def test_a_bad_enqueued_file_is_one_line_naming_it(settings, message, kg_folder, tmp_path, capsys):
+    path = write_json(tmp_path / "known.json", settings)
+    argv = tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, "--trials", "1", "--enqueue", str(path))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: {message}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_enqueued_value_must_lie_on_an_int_specs_grid():
+    from torch_wge.training.settings_file import SettingsFileError
+    from torch_wge.tune import fixed_params
+
+    space = {"epochs": {"type": "int", "low": 100, "high": 500, "step": 100}}
+    assert fixed_params({"epochs": 300}, space, "f") == {"epochs": 300}
+    for value, message in (
+        (150, "f: epochs: 150 is not on the space's grid 100, 200, ... (step 100)"),
+        (300.0, "f: epochs: expected an int"),
+    ):
+        with pytest.raises(SettingsFileError, match=re.escape(message)):
+            fixed_params({"epochs": value}, space, "f")
 
 
 class PruneAllButTheFirst(optuna.pruners.BasePruner):
@@ -309,6 +357,18 @@ def test_the_small_cpu_space_is_valid_under_the_fast_recipe():
     for end in (0, -1):  # its smallest and largest settings pass train's checks
         drawn = {key: spec.get("choices", [spec.get("low"), spec.get("high")])[end] for key, spec in space.items()}
         TrainConfig.from_dict({"dataset": "litwd1k", **drawn}).validate()
+
+
+def test_the_fast_recipe_file_holds_the_recipes_values_inside_the_small_cpu_space():
+    from torch_wge.training import TrainConfig
+    from torch_wge.training.settings_file import read_mapping
+    from torch_wge.tune import fixed_params
+
+    folder = REPOSITORY / "examples" / "tune"
+    space = check_space(read_mapping(folder / "small-cpu-space.json"), "small-cpu-space.json")
+    params = fixed_params(read_mapping(folder / "fast-recipe.json"), space, "fast-recipe.json")
+    recipe = TrainConfig(dataset="codex-s", recipe="fast")
+    assert params == {name: getattr(recipe, name) for name in space}
 
 
 def test_plot_draws_a_studys_history_and_importances(study_folder, tmp_path, capsys):

@@ -251,6 +251,14 @@ def add_tune_parser(commands) -> None:
         help="search space: JSON (or YAML) object of settings to "
         "distribution specs, replacing the default space (see docs/tune.md)",
     )
+    tune.add_argument(
+        "--enqueue",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="a settings file (such as a recipe's values or another study's best.json) whose values of the "
+        "searched settings are tried first, once per study; may be given more than once",
+    )
     tune.add_argument("--trials", type=positive_int, default=None, help="finished trials the study is to reach")
     tune.add_argument(
         "--time-limit",
@@ -531,7 +539,7 @@ def run_tune(args) -> None:
     except ImportError:
         raise CliError("tune needs optuna, which is not installed: pip install 'torch_wge[tune]'") from None
     from torch_wge.training.settings_file import read_mapping, read_settings_file
-    from torch_wge.tune import DEFAULT_SPACE, check_space, tune
+    from torch_wge.tune import DEFAULT_SPACE, check_space, fixed_params, tune
 
     if args.trials is None and args.time_limit is None:
         raise CliError("tune: give --trials N, --time-limit MINUTES or both")
@@ -542,6 +550,7 @@ def run_tune(args) -> None:
     base.setdefault("seed", 0)
     TrainConfig.from_dict(base).validate()
     space = check_space(read_mapping(args.space), args.space) if args.space else DEFAULT_SPACE
+    enqueue = [fixed_params(read_mapping(path), space, path) for path in args.enqueue]
     out = Path(args.out or Path("runs") / f"tune-{Path(base.get('dataset', TrainConfig.dataset)).name}")
     study = tune(
         base,
@@ -555,6 +564,7 @@ def run_tune(args) -> None:
         seed=base["seed"],
         heartbeat=args.heartbeat,
         progress=not args.no_progress,
+        enqueue=enqueue,
     )
     if (out / "best.json").is_file():
         print(f"best settings in {out / 'best.json'} (torch-wge train --config {out / 'best.json'})")

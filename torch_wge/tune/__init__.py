@@ -4,7 +4,17 @@ Importing this package imports Optuna; the command line imports it only for ``tu
 and for plots of a study.
 """
 
-from torch_wge.tune.space import DEFAULT_SPACE, check_space, suggest
+from torch_wge.tune.space import DEFAULT_SPACE, check_space, fixed_params, suggest
 from torch_wge.tune.study import PRUNERS, load_study, read_study_file, tune, write_best
 
-__all__ = ["DEFAULT_SPACE", "check_space", "suggest", "PRUNERS", "load_study", "read_study_file", "tune", "write_best"]
+__all__ = [
+    "DEFAULT_SPACE",
+    "check_space",
+    "fixed_params",
+    "suggest",
+    "PRUNERS",
+    "load_study",
+    "read_study_file",
+    "tune",
+    "write_best",
+]

@@ -138,3 +138,42 @@ def suggest(trial, space: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
                 name, spec["low"], spec["high"], step=spec.get("step"), log=spec.get("log", False)
             )
     return values
+
+
+def _outside_spec(value: Any, spec: Mapping[str, Any]) -> str | None:
+    """Why ``value`` is not one ``spec`` can draw, or :obj:`None`."""
+    if spec["type"] == "categorical":
+        return None if value in spec["choices"] else f"{value!r} is not one of the choices {spec['choices']}"
+    kind = int if spec["type"] == "int" else float
+    if not _is_number(value, kind):
+        return f"expected {'an int' if kind is int else 'a float'}, found {value!r}"
+    low, high, step = spec["low"], spec["high"], spec.get("step")
+    if not low <= value <= high:
+        return f"{value!r} is outside the space's [{low}, {high}]"
+    if step is not None and abs((value - low) / step - round((value - low) / step)) > 1e-9:
+        return f"{value!r} is not on the space's grid {low}, {low + step}, ... (step {step})"
+    return None
+
+
+def fixed_params(settings: Mapping[str, Any], space: Mapping[str, Mapping[str, Any]], source: str) -> Dict[str, Any]:
+    """The values ``settings`` (a settings file's, such as a study's ``best.json``) gives the
+    settings ``space`` searches, each checked to be one the space can draw: a trial to queue with
+    :meth:`optuna.Study.enqueue_trial`. Settings the space does not search are left out (a trial
+    takes them from its study's base settings); searched settings the file does not name are drawn.
+
+    Example:
+        >>> fixed_params({"lr": 0.01, "dataset": "codex-s"}, {"lr": {"type": "float", "low": 1e-4, "high": 2e-2}}, "f")
+        {'lr': 0.01}
+
+    Raises:
+        SettingsFileError: naming ``source`` and the setting, when it lies outside the space or the
+            file names none of the searched settings.
+    """
+    params = {name: settings[name] for name in space if name in settings}
+    if not params:
+        raise SettingsFileError(f"{source}: names none of the searched settings ({', '.join(space)})")
+    for name, value in params.items():
+        error = _outside_spec(value, space[name])
+        if error is not None:
+            raise SettingsFileError(f"{source}: {name}: {error}")
+    return params

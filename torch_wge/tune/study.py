@@ -26,7 +26,7 @@ import math
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import optuna
@@ -215,6 +215,7 @@ def tune(
     heartbeat: int = 60,
     progress: bool = True,
     echo: Callable[[str], None] = print,
+    enqueue: Sequence[Mapping[str, Any]] = (),
 ) -> optuna.Study:
     r"""Runs (or continues) a study until it holds ``trials`` finished trials
     or this worker's ``time_limit`` has passed, whichever comes first
@@ -243,6 +244,10 @@ def tune(
         heartbeat (int, optional): Seconds between a running trial's heartbeats. (default: :obj:`60`)
         progress (bool, optional): Show each trial's progress bars. (default: :obj:`True`)
         echo (callable, optional): Where the lines go. (default: :func:`print`)
+        enqueue (list of dict, optional): Settings of the space to try before
+            the sampler's own (:func:`~torch_wge.tune.space.fixed_params`), such
+            as a recipe's or another study's best; each is queued once per study,
+            so the same command again queues nothing new. (default: :obj:`()`)
     """
     if trials is None and time_limit is None:
         raise ValueError("give a number of trials or a time limit (or both)")
@@ -256,6 +261,10 @@ def tune(
         )
         _check_same_search(study, search, storage)
         io.write_json(out / STUDY_FILE, {"study": study_name, "storage": storage})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # skip_if_exists
+            for params in enqueue:
+                study.enqueue_trial(dict(params), skip_if_exists=True)
 
     def objective(trial: optuna.Trial) -> float:
         # a sampler seeded by the trial's number: parallel workers and a resumed study draw anew
