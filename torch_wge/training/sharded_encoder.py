@@ -89,10 +89,11 @@ class RowShares:
 
     def __init__(self, count: int, world_size: int, rank: int, weights: Optional[Tensor] = None):
         self.count = count
-        order = torch.arange(count)
+        device = None if weights is None else weights.device  # the rows' indices live where the weights do
+        order = torch.arange(count, device=device)
         if weights is not None:
-            order = torch.sort(weights.cpu(), descending=True, stable=True).indices
-        turn = torch.arange(count) % (2 * world_size)  # a row's turn in the deal
+            order = torch.sort(weights, descending=True, stable=True).indices
+        turn = torch.arange(count, device=device) % (2 * world_size)  # a row's turn in the deal
         owner = torch.where(turn < world_size, turn, 2 * world_size - 1 - turn)
         self.rows = [order[owner == p].sort().values for p in range(world_size)]
         self.sizes = [rows.numel() for rows in self.rows]
@@ -279,12 +280,13 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         if kept is not None and kept[0] is ef_edge_index and kept[1] is rf_edge_index:
             return kept[2]
         conv = self._layers()[0]
-        entity_entries = torch.zeros(num_entities, dtype=torch.long)
+        device = next((adj.device for adj in (ef_edge_index, rf_edge_index) if adj is not None), None)
+        entity_entries = torch.zeros(num_entities, dtype=torch.long, device=device)
         relation_entries = None
         if conv.entity_conv is not None and ef_edge_index is not None:
-            entity_entries += ef_edge_index.crow_indices().diff().cpu()
+            entity_entries += ef_edge_index.crow_indices().diff()
         if conv.relation_conv is not None and rf_edge_index is not None:
-            stored = rf_edge_index.crow_indices().diff().cpu()
+            stored = rf_edge_index.crow_indices().diff()
             entity_entries += stored[:num_entities]
             relation_entries = stored[num_entities:]
         shares = (

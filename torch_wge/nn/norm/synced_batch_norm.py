@@ -211,12 +211,12 @@ def normalize_together(norms: Sequence[Optional[torch.nn.Module]], inputs: Seque
         (True, True)
     """
     outputs = list(inputs)
-    synced = [i for i, norm in enumerate(norms) if isinstance(norm, SyncedBatchNorm1d)]
+    synced = [(i, norm) for i, norm in enumerate(norms) if isinstance(norm, SyncedBatchNorm1d)]
     for i, norm in enumerate(norms):
-        if norm is not None and i not in synced:
+        if norm is not None and not isinstance(norm, SyncedBatchNorm1d):
             outputs[i] = norm(inputs[i])
     if synced:
-        together = SyncedBatchNorm1d.forward_together([norms[i] for i in synced], [inputs[i] for i in synced])  # type: ignore[misc]
-        for i, output in zip(synced, together):
+        together = SyncedBatchNorm1d.forward_together([norm for _, norm in synced], [inputs[i] for i, _ in synced])
+        for (i, _), output in zip(synced, together):
             outputs[i] = output
     return outputs
