@@ -23,6 +23,7 @@ from optuna.trial import TrialState  # noqa: E402
 
 from torch_wge.cli import main  # noqa: E402
 from torch_wge.testing import random_kg, write_triples_folder  # noqa: E402
+from torch_wge.training.checkpoint import load_checkpoint  # noqa: E402
 from torch_wge.training.run_folder import read_log  # noqa: E402
 from torch_wge.tune import DEFAULT_SPACE, check_space, suggest, tune  # noqa: E402
 
@@ -228,12 +229,14 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(kg_folder, t
     argv = tune_argv(kg_folder, tmp_path, out, 16, SPACE, "--trials", "3", "--heartbeat", "1")
     process = run_tune_process(argv)
     first_log = out / "trials" / "1" / "log.jsonl"
-    try:
-        wait_for(lambda: first_log.is_file() and first_log.stat().st_size > 0)
+    try:  # killed once trial 1 has saved an epoch after its first validation
+        wait_for(lambda: first_log.is_file() and len(first_log.read_bytes().splitlines()) >= 4)
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
     assert not (out / "trials" / "1" / "results.json").exists()  # killed during trial 1
+    saved = load_checkpoint(out / "trials" / "1" / "last.pt")["epoch"]
+    kept = [r for r in read_log(first_log) if r["epoch"] <= saved]
     finished = (out / "trials" / "0" / "results.json").read_bytes()
     killed = load(out).get_trials()[1]
     assert killed.state == TrialState.RUNNING
@@ -245,11 +248,19 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(kg_folder, t
     trials = load(out).get_trials()
     states = [t.state for t in trials]
     assert states == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
-    assert trials[2].params == killed.params  # the killed trial's settings, run again
+    assert trials[2].params == killed.params  # the killed trial's settings, continued
     assert trials[2].system_attrs["failed_trial"] == 1
     assert (out / "trials" / "0" / "results.json").read_bytes() == finished  # trial 0 kept, not run again
-    assert len(read_log(out / "trials" / "2" / "log.jsonl")) == 16 + 8 + 1
-    assert "trial 1 was left running by a worker that stopped" in capsys.readouterr().out
+    # trial 2 continued trial 1's run folder from its checkpoint: the epochs saved before the kill are
+    # those of the killed process (their times too), and the study keeps the MRRs trial 1 reported
+    assert not (out / "trials" / "1").exists()
+    log = read_log(out / "trials" / "2" / "log.jsonl")
+    assert len(log) == 16 + 8 + 1 and log[: len(kept)] == kept and saved >= 2
+    assert killed.intermediate_values and set(killed.intermediate_values) <= set(trials[2].intermediate_values)
+    assert all(trials[2].intermediate_values[e] == v for e, v in killed.intermediate_values.items())
+    printed = capsys.readouterr().out
+    assert "trial 1 was left running by a worker that stopped" in printed
+    assert "trial 2 continues the run of killed trial 1 from its last checkpoint" in printed
 
 
 def test_two_workers_share_one_study(kg_folder, tmp_path):

@@ -17,12 +17,16 @@ running, and starts another until ``trials`` are reached or its
 ``time_limit`` has passed. A worker keeps a heartbeat for its running trial;
 a trial whose worker was killed goes stale after two heartbeat intervals, is
 marked failed by the next worker that looks, and its settings are queued to
-run again as a new trial.
+run again as a new trial, which continues the killed trial's run from its last
+checkpoint (its run folder becomes the new trial's) and keeps the validation
+MRRs it reported: a trial longer than a worker's session loses at most the
+epoch in progress.
 """
 
 import contextlib
 import json
 import math
+import os
 import time
 import warnings
 from pathlib import Path
@@ -48,6 +52,10 @@ PRUNERS: Dict[str, Callable[[], optuna.pruners.BasePruner]] = {
     "hyperband": lambda: optuna.pruners.HyperbandPruner(),
     "none": lambda: optuna.pruners.NopPruner(),
 }
+
+#: How many times a trial killed with its worker continues in a new trial before it is given up
+#: (a trial whose settings kill their worker, say by exhausting memory, is not retried forever).
+RETRIES = 5
 
 #: The file of a tune folder naming its study and storage (what ``torch-wge plot`` reads).
 STUDY_FILE = "study.json"
@@ -92,11 +100,19 @@ def open_study(
     ``2 * heartbeat`` seconds are marked failed and run again (said through ``echo``)."""
 
     def rerun_stale(study: optuna.Study, trial: FrozenTrial) -> None:
+        retries = len(trial.system_attrs.get("retry_history", []))
+        then = (
+            "its settings are queued to continue as a new trial"
+            if retries < RETRIES
+            else f"given up after {RETRIES} retries"
+        )
         echo(
             f"trial {trial.number} was left running by a worker that stopped (no heartbeat for "
-            f"{2 * heartbeat}s): marked failed; its settings are queued to run again as a new trial"
+            f"{2 * heartbeat}s): marked failed; {then}"
         )
-        optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)(study, trial)
+        optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=RETRIES, inherit_intermediate_values=True)(
+            study, trial
+        )
 
     try:
         with warnings.catch_warnings():
@@ -285,11 +301,14 @@ def tune(
                 raise optuna.TrialPruned(f"pruned at epoch {epoch}")
 
         folder = out / "trials" / str(trial.number)
+        killed = take_over_killed_run(study.get_trials(deepcopy=False)[trial.number], out / "trials")
+        if killed is not None:
+            echo(f"trial {trial.number} continues the run of killed trial {killed} from its last checkpoint")
         trainer = Trainer(
             config, data, folder, progress=progress, vocabulary=vocabulary, on_validation=report, rank_test=False
         )
         try:
-            result = trainer.fit()
+            result = trainer.fit(resume=killed is not None)
         except TrainingError as error:
             trial.set_user_attr("error", str(error).split(";")[0])
             raise TrialFailed(error) from None
@@ -315,6 +334,27 @@ def tune(
     write_best(study, out)
     echo(best_table(study))
     return study
+
+
+def take_over_killed_run(trial: FrozenTrial, trials: Path) -> Optional[int]:
+    """When ``trial`` continues a killed trial (queued by the heartbeat's retry) whose run folder in
+    ``trials`` holds a checkpoint and is written by no process, moves that folder to
+    ``trials/<trial.number>`` (one rename) and returns the killed trial's number; else :obj:`None`,
+    and the trial starts afresh."""
+    history = trial.system_attrs.get("retry_history", [])
+    if not history:
+        return None
+    killed, folder = trials / str(history[-1]), trials / str(trial.number)
+    if not (killed / "last.pt").is_file() or folder.exists():
+        return None
+    lock = io.FolderLock(killed)
+    if not lock.acquire():  # its worker still writes there
+        return None
+    try:
+        os.replace(killed, folder)
+    finally:
+        lock.release()
+    return history[-1]
 
 
 def write_best(study: optuna.Study, out: PathLike) -> Optional[Dict[str, Any]]:
