@@ -1,10 +1,12 @@
 """CSR helpers of torch_wge.utils.sparse against dense indexing."""
 
+import pytest
 import torch
 
 from torch_wge.utils.sparse import csr_rows, csr_transpose
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")  # the dense reference's to_sparse_csr
 def test_csr_rows_are_the_dense_rows_in_the_given_order():
     generator = torch.Generator().manual_seed(0)
     dense = torch.rand(9, 7, generator=generator, dtype=torch.float64)
