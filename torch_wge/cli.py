@@ -636,9 +636,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)  # --help ends here, before torch is imported
 
     def run() -> None:
+        from torch_wge.training.allocator import keep_freed_memory
         from torch_wge.training.threads import set_threads
 
         set_threads(args.threads)
+        if args.command in ("train", "tune"):
+            keep_freed_memory()
         COMMANDS[args.command](args)
 
     with warnings.catch_warnings():  # undone on return: main() may be called from Python
