@@ -73,15 +73,29 @@ LABELS = {
 
 
 # --------------------------------------------------------------------- utils
+#: Vector instruction sets that change how fast the same code runs, as /proc/cpuinfo names them.
+VECTOR_EXTENSIONS = {"avx2": "AVX2", "avx512f": "AVX-512", "amx_bf16": "AMX"}
+
+
 def cpu_model() -> str:
+    """The CPU's model name and its vector instruction sets, e.g. ``"AMD EPYC (AVX2)"``: records
+    from machines with other instruction sets are not comparable."""
+    model = platform.processor() or "unknown"
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
         for line in out.splitlines():
             if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
+                model = line.split(":", 1)[1].strip()
+                break
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        cpuinfo = []
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+    extensions = [name for flag, name in VECTOR_EXTENSIONS.items() if flag in flags]
+    return f"{model} ({', '.join(extensions)})" if extensions else model
 
 
 def record_header(benchmark: str) -> Dict[str, Any]:

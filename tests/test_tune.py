@@ -346,13 +346,20 @@ def test_the_default_space_is_valid_and_drawn_as_given():
     assert suggest(optuna.trial.FixedTrial(chosen), DEFAULT_SPACE) == chosen
 
 
-@pytest.mark.parametrize("name", ["fb15k-237.json", "codex-m.json"])
-def test_the_example_settings_and_space_are_valid(name):
+@pytest.mark.parametrize(
+    "name, space_name",
+    [
+        ("fb15k-237.json", "large-space.json"),
+        ("codex-m.json", "large-space.json"),
+        ("fb15k-237-cpu.json", "layers-alpha0-space.json"),
+    ],
+)
+def test_the_example_settings_and_space_are_valid(name, space_name):
     from torch_wge.training import TrainConfig
     from torch_wge.training.settings_file import read_mapping, read_settings_file
 
     examples = REPOSITORY / "examples" / "tune"
-    space = check_space(read_mapping(examples / "large-space.json"), "large-space.json")
+    space = check_space(read_mapping(examples / space_name), space_name)
     settings = read_settings_file(examples / name)
     # the space's smallest and largest settings, over the shared ones, pass train's checks
     for end in (0, -1):
