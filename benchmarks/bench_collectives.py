@@ -32,7 +32,7 @@ from typing import Dict, List
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from bench_speed import record_header
+from bench_speed import write_record
 
 OPERATIONS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 
@@ -95,17 +95,14 @@ def main() -> None:
         line = ", ".join(f"{name} {ops[name]:.2f} ms" for name in OPERATIONS)
         print(f"{rows:>7s} rows per process ({megabytes:.1f} MB): {line}")
     if args.json:
-        from torch_wge.io import write_json
-
         record = {
-            **record_header("bench_collectives"),
             "backend": "gloo",
             "processes": args.processes,
             "channels": args.channels,
             "milliseconds": timings,
             "median_milliseconds": medians,
         }
-        write_json(args.json, record)
+        write_record(args.json, "bench_collectives", record)
 
 
 if __name__ == "__main__":

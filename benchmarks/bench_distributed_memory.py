@@ -240,7 +240,7 @@ def measure_encoders(path: str, record: Optional[str]) -> None:
     """``encoder`` with 1 process, then 2 and 4 replicated and sharded, each in a fresh subprocess;
     one line each, and a record of them all."""
 
-    from bench_speed import record_header
+    from bench_speed import write_record
 
     setups = [(1, "replicated")] + [(processes, mode) for processes in (2, 4) for mode in ("replicated", "sharded")]
     results = []
@@ -250,16 +250,7 @@ def measure_encoders(path: str, record: Optional[str]) -> None:
         results.append(json.loads(out.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
     if record:
-        from torch_wge.io import write_json
-
-        write_json(
-            record,
-            {
-                **record_header("bench_distributed_memory encoders"),
-                "graph": SIZES,
-                "results": results,
-            },
-        )
+        write_record(record, "bench_distributed_memory encoders", {"graph": SIZES, "results": results})
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import torch
-from bench_speed import prepare_root, record_header
+from bench_speed import prepare_root, write_record
 
 HERE = Path(__file__).resolve().parent
 PASSES = ("forward", "backward")
@@ -139,12 +139,10 @@ def main() -> None:
         )
 
     if args.json:
-        from torch_wge.io import write_json
-
-        write_json(
+        write_record(
             args.json,
+            "bench_row_shares",
             {
-                **record_header("bench_row_shares"),
                 "threads": 1,
                 "dataset": args.dataset,
                 "recipe": args.recipe,

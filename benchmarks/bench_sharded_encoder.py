@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-from bench_speed import prepare_root, record_header
+from bench_speed import prepare_root, write_record
 
 HERE = Path(__file__).resolve().parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -85,10 +85,7 @@ def main() -> None:
     for name, value in speedups.items():
         print(f"{name}: {value:.2f}x")
     if args.json:
-        from torch_wge.io import write_json
-
         record = {
-            **record_header("bench_sharded_encoder"),
             "dataset": args.dataset,
             "train_args": args.train_args,
             "epochs_per_run": args.epochs,
@@ -97,7 +94,7 @@ def main() -> None:
             "median_seconds_per_epoch": medians,
             "speedups": speedups,
         }
-        write_json(args.json, record)
+        write_record(args.json, "bench_sharded_encoder", record)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from rss import peak_rss_mb, rss_mb
 
@@ -98,16 +98,25 @@ def cpu_model() -> str:
     return f"{model} ({', '.join(extensions)})" if extensions else model
 
 
-def record_header(benchmark: str) -> Dict[str, Any]:
-    """The fields a benchmark record starts with: the benchmark, the command that ran it (this script
-    with this process's arguments), the machine, the date (UTC) and the code measured."""
-    return {
+def script_command() -> str:
+    """The command that runs this script with this process's arguments, from the checkout's root."""
+    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+
+
+def write_record(path: Union[str, Path], benchmark: str, fields: Dict[str, Any]) -> None:
+    """Writes a benchmark's JSON record to ``path`` (atomically): the benchmark, the command that ran
+    it (this script with this process's arguments), the machine, the date (UTC) and the code
+    measured, then ``fields``, what it measured."""
+    from torch_wge.io import write_json
+
+    header = {
         "benchmark": benchmark,
-        "command": " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "command": script_command(),
         "machine": {"cpu": cpu_model(), "cpus": os.cpu_count()},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git": git_state(),
     }
+    write_json(path, {**header, **fields})
 
 
 def git_state(checkout: Path = HERE.parent) -> Dict[str, Any]:

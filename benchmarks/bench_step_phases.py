@@ -38,7 +38,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List
 
-from bench_speed import prepare_root, record_header
+from bench_speed import prepare_root, write_record
 
 HERE = Path(__file__).resolve().parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -185,10 +185,7 @@ def main() -> None:
                 figures = ", ".join(f"{phase} {ms:.1f}" for phase, ms in medians.items())
                 print(f"{name:15s} process {index}: {figures} (ms, medians)", flush=True)
     if args.json:
-        from torch_wge.io import write_json
-
         record = {
-            **record_header("bench_step_phases"),
             "dataset": args.dataset,
             "recipe": args.recipe,
             "steps": args.steps,
@@ -196,7 +193,7 @@ def main() -> None:
             "barriers": args.barriers,
             "milliseconds": results,
         }
-        write_json(args.json, record)
+        write_record(args.json, "bench_step_phases", record)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bench_speed import record_header
+from bench_speed import script_command, write_record
 
 
 def main() -> None:
@@ -27,7 +27,6 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="the record to write")
     args = parser.parse_args()
 
-    from torch_wge.io import write_json
     from torch_wge.tune.study import load_study, read_study_file
 
     names = read_study_file(args.folder)
@@ -46,12 +45,11 @@ def main() -> None:
                 "error": trial.user_attrs.get("error"),
             }
         )
-    header = record_header("torch-wge tune")
-    write_json(
+    write_record(
         args.out,
+        "torch-wge tune",
         {
-            **header,
-            "exported_by": header["command"],
+            "exported_by": script_command(),
             "command": args.command,
             "study": names["study"],
             "space": None if args.space is None else json.loads(Path(args.space).read_text()),
