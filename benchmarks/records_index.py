@@ -82,9 +82,12 @@ def training_row(folder: Path, root: Path) -> List[str]:
     dates = unique([m for c in comments for m in _DATE.findall(c)])
     if (folder / "results.json").is_file():
         results = read_json(folder / "results.json")
-        valid, test = results["valid"]["metrics"]["both"], results["test"]["metrics"]["both"]
+        valid = results["valid"]["metrics"]["both"]
         epochs, best = f"{results['epochs_trained']:,}", f"{results['best_epoch']:,}"
-        numbers = [f"{valid['mrr']:.4f}", f"{test['mrr']:.4f}", f"{100 * test['hits@10']:.2f}"]
+        numbers = [f"{valid['mrr']:.4f}", "-", "-"]  # a tune trial's run: validation only
+        if results["test"] is not None:
+            test = results["test"]["metrics"]["both"]
+            numbers[1:] = [f"{test['mrr']:.4f}", f"{100 * test['hits@10']:.2f}"]
         minutes = results["wall_seconds"] / 60
     else:  # stopped by hand: what its log holds
         evals = [r for r in log if r.get("event") == "eval" and r.get("split", "valid") == "valid"]

@@ -36,7 +36,7 @@ def test_every_record_is_in_the_index(records_index):
     assert len(runs) > 50 and all(run.count("/") == 2 for run in runs)
 
 
-def write_run(folder: Path, dataset="codex-s", num_layers=2, results=True):
+def write_run(folder: Path, dataset="codex-s", num_layers=2, results=True, ranked_test=True):
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"dataset": dataset, "num_layers": num_layers, "epochs": 4}))
     (folder / "record.json").write_text(
@@ -53,6 +53,8 @@ def write_run(folder: Path, dataset="codex-s", num_layers=2, results=True):
         metrics = {"mrr": 0.3125, "hits@10": 0.5}
         result = {"epochs_trained": 4, "best_epoch": 2, "wall_seconds": 150.0}
         result.update(valid={"metrics": {"both": {"mrr": 0.25}}}, test={"metrics": {"both": metrics}})
+        if not ranked_test:  # a tune trial's run folder: validation only
+            result["test"] = None
         (folder / "results.json").write_text(json.dumps(result))
 
 
@@ -74,6 +76,12 @@ def test_rows_hold_the_records_figures(records_index, tmp_path):
     assert cells[0][4:10] == ["4 (stopped)", "2", "0.2500", "-", "-", "2.1"]
     assert cells[2][1:5] == ["speed", "codex-s", "-", "wge: epoch 1.5 s, test 0.25 s, 1,234 MB"]
     assert cells[2][-1] == "`a \\| b`"
+
+
+def test_a_tune_trial_without_test_metrics_has_dashes_for_them(records_index, tmp_path):
+    write_run(tmp_path / "codex-s" / "wge" / "fast-4ep-tuned", ranked_test=False)
+    (row,) = [line for line in records_index.index(tmp_path).splitlines() if line.startswith("| [`")]
+    assert row[2:-2].split(" | ")[4:10] == ["4", "2", "0.2500", "-", "-", "2.5"]
 
 
 def test_a_record_contradicting_its_folder_is_refused_in_one_line(records_index, tmp_path, capsys):
