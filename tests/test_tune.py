@@ -155,6 +155,23 @@ def test_an_enqueued_settings_file_is_tried_first_and_once(kg_folder, tmp_path, 
     assert len(trials) == 3 and [t.params["lr"] == 0.0123 for t in trials] == [True, False, False]
 
 
+def test_settings_drawn_again_are_not_trained_again(kg_folder, tmp_path, capsys, one_torch_thread):
+    # a space of one combination: trial 0 trains it, the sampler can only draw it again
+    space = {"num_layers": {"type": "categorical", "choices": [1]}}
+    out = tmp_path / "out"
+    assert main(tune_argv(kg_folder, tmp_path, out, 2, space, "--trials", "3")) == 0
+    trials = load(out).get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
+    assert [t.value for t in trials] == [trials[0].value] * 3 and trials[0].value > 0
+    assert [t.user_attrs.get("repeats") for t in trials] == [None, 0, 0]
+    assert sorted(p.name for p in (out / "trials").iterdir()) == ["0"]  # one run folder: one training
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("trial ")]
+    assert (
+        lines[1].startswith("trial 1 | complete | validation MRR")
+        and "settings of trial 0: not trained again" in lines[1]
+    )
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [

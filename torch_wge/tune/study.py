@@ -155,6 +155,8 @@ def format_trial(trial: FrozenTrial) -> str:
         outcome = f"pruned at epoch {epoch} (validation MRR {trial.intermediate_values[epoch]:.4f})"
     else:
         outcome = trial.user_attrs.get("error", trial.state.name.lower())
+    if "repeats" in trial.user_attrs:
+        outcome += f" (the settings of trial {trial.user_attrs['repeats']}: not trained again)"
     settings = " ".join(f"{key}={_short(value)}" for key, value in trial.params.items())
     return f"trial {trial.number} | {trial.state.name.lower()} | {outcome} | {minutes:.1f} min | {settings}"
 
@@ -237,6 +239,10 @@ def tune(
     or this worker's ``time_limit`` has passed, whichever comes first
     (checked between trials), and returns it.
 
+    A trial that draws the searched settings of an earlier complete or pruned
+    trial (a small space runs out of new combinations) is not trained again:
+    it takes that trial's validation MRR, or is pruned as it was.
+
     Every finished trial is one line through ``echo`` (number, state,
     validation MRR, minutes, settings), and ``<out>/best.json`` is rewritten
     with the best trial's full settings; at the end a table of the best trials.
@@ -292,6 +298,12 @@ def tune(
         except ValueError as error:
             trial.set_user_attr("error", f"refused settings: {error}")
             raise TrialFailed(error) from None
+        earlier = earlier_same_settings(study, trial)
+        if earlier is not None:  # drawn again (a small space's sampler does): not trained twice
+            trial.set_user_attr("repeats", earlier.number)
+            if earlier.state == TrialState.PRUNED:
+                raise optuna.TrialPruned(f"as trial {earlier.number}")
+            return _mrr(earlier)
         dataset, data = load_data(config, log=progress)
         vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
 
@@ -334,6 +346,15 @@ def tune(
     write_best(study, out)
     echo(best_table(study))
     return study
+
+
+def earlier_same_settings(study: optuna.Study, trial: optuna.Trial) -> Optional[FrozenTrial]:
+    """A complete or pruned trial of ``study`` that drew every searched setting as ``trial`` did, or
+    :obj:`None`. The sampler draws a combination again once a small space has few left."""
+    for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        if other.number != trial.number and other.params == trial.params:
+            return other
+    return None
 
 
 def take_over_killed_run(trial: FrozenTrial, trials: Path) -> Optional[int]:
