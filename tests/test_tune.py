@@ -156,8 +156,9 @@ def test_an_enqueued_settings_file_is_tried_first_and_once(kg_folder, tmp_path, 
 
 
 def test_settings_drawn_again_are_not_trained_again(kg_folder, tmp_path, capsys, one_torch_thread):
-    # a space of one combination: trial 0 trains it, the sampler can only draw it again
-    space = {"num_layers": {"type": "categorical", "choices": [1]}}
+    # a space of one point that is no grid (a float range of one value): trial 0 trains it, the
+    # sampler can only draw it again
+    space = {"lr": {"type": "float", "low": 0.01, "high": 0.01}}
     out = tmp_path / "out"
     assert main(tune_argv(kg_folder, tmp_path, out, 2, space, "--trials", "3")) == 0
     trials = load(out).get_trials()
@@ -170,6 +171,23 @@ def test_settings_drawn_again_are_not_trained_again(kg_folder, tmp_path, capsys,
         lines[1].startswith("trial 1 | complete | validation MRR")
         and "settings of trial 0: not trained again" in lines[1]
     )
+
+
+def test_a_categorical_space_is_a_grid_tried_once_each(kg_folder, tmp_path, capsys, one_torch_thread):
+    space = {
+        "num_layers": {"type": "categorical", "choices": [1, 2]},
+        "dropout": {"type": "categorical", "choices": [0.0, 0.3]},
+    }
+    known = write_json(tmp_path / "known.json", {"num_layers": 2, "dropout": 0.3})
+    out = tmp_path / "out"
+    assert main(tune_argv(kg_folder, tmp_path, out, 2, space, "--trials", "10", "--enqueue", str(known))) == 0
+    drawn = [(t.params["num_layers"], t.params["dropout"]) for t in load(out).get_trials()]
+    # the queued settings first, then the untried combinations in the space's order, then the end
+    assert drawn == [(2, 0.3), (1, 0.0), (1, 0.3), (2, 0.0)]
+    assert "every one of the space's 4 combinations has been tried" in capsys.readouterr().out
+    # the same command again trains nothing more
+    assert main(tune_argv(kg_folder, tmp_path, out, 2, space, "--trials", "10", "--enqueue", str(known))) == 0
+    assert len(load(out).get_trials()) == 4
 
 
 @pytest.mark.parametrize(

@@ -24,13 +24,14 @@ epoch in progress.
 """
 
 import contextlib
+import itertools
 import json
 import math
 import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import optuna
@@ -239,6 +240,10 @@ def tune(
     or this worker's ``time_limit`` has passed, whichever comes first
     (checked between trials), and returns it.
 
+    A space of categorical settings only is a grid: each trial takes the first
+    combination no trial has drawn (after the queued ones), and the study ends
+    once every combination has been tried.
+
     A trial that draws the searched settings of an earlier complete or pruned
     trial (a small space runs out of new combinations) is not trained again:
     it takes that trial's validation MRR, or is pruned as it was.
@@ -330,6 +335,7 @@ def tune(
         echo(format_trial(trial))
         write_best(study, out)
 
+    grid = combinations(space)
     started = time.monotonic()
     with optuna_errors_only():
         while True:
@@ -342,10 +348,32 @@ def tune(
                 break
             if time_limit is not None and time.monotonic() - started >= 60 * time_limit:
                 break
+            if grid is not None and not any(t.state == TrialState.WAITING for t in all_trials):
+                drawn = [t.params for t in all_trials if t.state != TrialState.FAIL or "error" in t.user_attrs]
+                untried = [combination for combination in grid if combination not in drawn]
+                if not untried:
+                    echo(f"every one of the space's {len(grid)} combinations has been tried")
+                    break
+                study.enqueue_trial(untried[0])
             study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=[finished])
     write_best(study, out)
     echo(best_table(study))
     return study
+
+
+def combinations(space: Mapping[str, Mapping[str, Any]]) -> Optional[List[Dict[str, Any]]]:
+    """Every combination of a space whose settings are all categorical, in the order of their
+    choices (the last setting varying fastest); :obj:`None` for any other space.
+
+    Example:
+        >>> combinations({"num_layers": {"type": "categorical", "choices": [1, 2]},
+        ...               "alpha0": {"type": "categorical", "choices": [0.3, 0.9]}})
+        [{'num_layers': 1, 'alpha0': 0.3}, {'num_layers': 1, 'alpha0': 0.9}, {'num_layers': 2, 'alpha0': 0.3}, {'num_layers': 2, 'alpha0': 0.9}]
+    """
+    if not all(spec["type"] == "categorical" for spec in space.values()):
+        return None
+    names = list(space)
+    return [dict(zip(names, values)) for values in itertools.product(*(space[name]["choices"] for name in names))]
 
 
 def earlier_same_settings(study: optuna.Study, trial: optuna.Trial) -> Optional[FrozenTrial]:
