@@ -63,7 +63,7 @@ from torch_wge.nn.conv import QuaternionGCNConv
 from torch_wge.nn.norm import SyncedBatchNorm1d, normalize_together
 from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpose
 
-__all__ = ["RowShares", "GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
+__all__ = ["RowShares", "RowGather", "GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
 
 
 class RowShares:
@@ -108,14 +108,53 @@ def sums_by_all_to_all(group) -> bool:
     return dist.get_backend(group) == "gloo"
 
 
+class RowGather:
+    """Where the rows of one output made of ``blocks`` (a :class:`RowShares` each, one after the other)
+    travel in a gather of :class:`GatherRows`: process :math:`p` gives its rows of every block, block
+    after block, as part :math:`p` of the gathered buffer ``[P * largest, C]``, each part padded to the
+    largest.
+
+    Attributes:
+        positions (Tensor): ``[sum of the blocks' counts]``, the gathered buffer's row of each output row.
+        sources (Tensor): ``[P * largest]``, the output row each row of the buffer comes from (0 for a
+            padding row, whose value is never read).
+        largest (int): Rows of the largest part.
+        own_sizes (List[int]): This process's rows of each block.
+
+    Example:
+        >>> entities = RowShares(3, world_size=2, rank=0)
+        >>> relations = RowShares(2, world_size=2, rank=0)
+        >>> gather = RowGather([entities, relations], rank=0)
+        >>> gather.positions.tolist(), gather.sources.tolist()
+        ([0, 3, 4, 1, 5], [0, 3, 0, 1, 2, 4])
+    """
+
+    def __init__(self, blocks: Sequence[RowShares], rank: int):
+        world_size = len(blocks[0].sizes)
+        parts = [sum(block.sizes[p] for block in blocks) for p in range(world_size)]
+        self.largest = max(parts)
+        self.own_sizes = [block.sizes[rank] for block in blocks]
+        device = blocks[0].own.device
+        self.positions = torch.empty(sum(block.count for block in blocks), dtype=torch.long, device=device)
+        filled, first_row = [0] * world_size, 0
+        for block in blocks:
+            for p, rows in enumerate(block.rows):
+                start = p * self.largest + filled[p]
+                self.positions[first_row + rows] = torch.arange(start, start + rows.numel(), device=device)
+                filled[p] += rows.numel()
+            first_row += block.count
+        self.sources = torch.zeros(world_size * self.largest, dtype=torch.long, device=device)
+        self.sources[self.positions] = torch.arange(self.positions.numel(), device=device)
+
+
 class GatherRows(torch.autograd.Function):
     r"""Whole row blocks from every process's shares of them, with one
-    collective. ``outputs`` lists the outputs as lists of blocks (a
-    :class:`RowShares` each); process :math:`p` gives its rows of every block,
-    output after output, block after block, as one tensor ``local``, and every
-    process gets each output as its blocks whole, one after the other. The
-    processes' parts are padded to the largest for one
-    :func:`torch.distributed.all_gather_single` (gloo and NCCL alike).
+    collective. Process :math:`p` gives its rows of every block of ``gather``
+    (a :class:`RowGather`), block after block, as the tensors ``parts`` (one
+    or more, one after the other), and every process gets the blocks whole,
+    one after the other, as one tensor. The processes' parts are padded to
+    the largest for one :func:`torch.distributed.all_gather_single` (gloo and
+    NCCL alike), then the rows are put in order with one ``index_select``.
     Backward is the matching :func:`torch.distributed.reduce_scatter_single`:
     process :math:`p` receives, for each of its rows, the sum over all
     processes of that row's gradients. On gloo, whose reduce-scatter takes
@@ -123,57 +162,42 @@ class GatherRows(torch.autograd.Function):
     other its gradients of that process's rows in one
     :func:`torch.distributed.all_to_all_single` and sums what it receives.
 
-    ``GatherRows.apply(local, outputs, group)`` returns a tuple with one tensor per output.
+    ``GatherRows.apply(gather, group, *parts)`` returns the output.
 
     Shapes:
-        - **input:** ``local [sum of this process's shares, C]``
-        - **output:** one tensor ``[sum of its blocks' counts, C]`` per output
+        - **input:** ``parts``, together ``[sum of this process's shares, C]``
+        - **output:** ``[sum of the blocks' counts, C]``
     """
 
     @staticmethod
-    def forward(ctx, local: Tensor, outputs: Sequence[Sequence[RowShares]], group):
-        world_size = len(outputs[0][0].sizes)
-        # (output, its rows, process, row in the process's part) of every piece
-        pieces, filled = [], [0] * world_size
-        for index, blocks in enumerate(outputs):
-            row = 0
-            for block in blocks:
-                for rank, rows in enumerate(block.rows):
-                    pieces.append((index, rows.to(local.device) + row, rank, filled[rank]))
-                    filled[rank] += rows.numel()
-                row += block.count
-        largest = max(filled)
-        ctx.pieces, ctx.largest, ctx.group, ctx.own, ctx.world_size = pieces, largest, group, local.size(0), world_size
-        ctx.rank = dist.get_rank(group)
+    def forward(ctx, gather: RowGather, group, *parts: Tensor):
+        world_size = dist.get_world_size(group)
+        ctx.gather, ctx.group, ctx.world_size = gather, group, world_size
+        ctx.part_sizes = [part.size(0) for part in parts]
+        first = parts[0]
         # a part's padding rows are never read, so they are left as they come (here and backward)
-        padded = local.contiguous()
-        if local.size(0) < largest:
-            padded = local.new_empty((largest,) + tuple(local.shape[1:]))
-            padded[: local.size(0)] = local
-        gathered = local.new_empty((world_size * largest,) + tuple(local.shape[1:]))
+        padded = first.new_empty((gather.largest,) + tuple(first.shape[1:]))
+        torch.cat(parts, out=padded[: sum(ctx.part_sizes)])
+        gathered = first.new_empty((world_size * gather.largest,) + tuple(first.shape[1:]))
         dist.all_gather_single(gathered, padded, group=group)
-        results = [local.new_empty((sum(b.count for b in blocks),) + tuple(local.shape[1:])) for blocks in outputs]
-        for index, rows, rank, offset in pieces:
-            start = rank * largest + offset
-            results[index].index_copy_(0, rows, gathered[start : start + rows.numel()])
-        return tuple(results)
+        return gathered.index_select(0, gather.positions)
 
     @staticmethod
-    def backward(ctx, *grads: Tensor):
-        largest = ctx.largest
-        padded = grads[0].new_empty((ctx.world_size * largest,) + tuple(grads[0].shape[1:]))
-        for index, rows, rank, offset in ctx.pieces:
-            start = rank * largest + offset
-            torch.index_select(grads[index], 0, rows, out=padded[start : start + rows.numel()])
+    def backward(ctx, grad: Tensor):
+        gather, largest = ctx.gather, ctx.gather.largest
+        padded = grad.index_select(0, gather.sources)
         if sums_by_all_to_all(ctx.group):
             # block q of what arrives: process q's gradients of this process's rows
             received = torch.empty_like(padded)
             dist.all_to_all_single(received, padded, group=ctx.group)
             total = received.view((ctx.world_size, largest) + tuple(padded.shape[1:])).sum(0)
         else:
-            total = grads[0].new_empty((largest,) + tuple(grads[0].shape[1:]))
+            total = grad.new_empty((largest,) + tuple(grad.shape[1:]))
             dist.reduce_scatter_single(total, padded, group=ctx.group)
-        return total[: ctx.own], None, None
+        return (None, None) + total[: sum(ctx.part_sizes)].split(ctx.part_sizes)
+
+
+_Shares = Tuple[RowShares, RowShares, Dict[str, RowGather]]
 
 
 class ShardedTwoViewEncoder(TwoViewEncoder):
@@ -222,7 +246,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                 setattr(conv, name, None if norm is None else SyncedBatchNorm1d.from_batch_norm(norm, self.group))
         # each layer's and view's rows of the normalised adjacency, with their transpose
         self._rows: Dict[Tuple[int, str], Tuple[Tensor, Tensor, Tensor]] = {}
-        self._kept_shares: Optional[Tuple[Optional[Tensor], Optional[Tensor], Tuple[RowShares, RowShares]]] = None
+        self._kept_shares: Optional[Tuple[Optional[Tensor], Optional[Tensor], _Shares]] = None
 
     def _layers(self) -> List[TwoViewConv]:
         return list(self.convs)  # type: ignore[arg-type]
@@ -240,7 +264,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                     f"'{self.__class__.__name__}' takes each view as a torch.sparse_csr adjacency "
                     f"(WGE.graph_inputs), got {name} of layout {adj.layout}"
                 )
-        entities, relations = self._shares(x.size(0), rel.size(0), ef_edge_index, rf_edge_index)
+        entities, relations, gathers = self._shares(x.size(0), rel.size(0), ef_edge_index, rf_edge_index)
         states = [(x, rel)]
         nodes = None  # [X; R] of the layer's input as one tensor, when a gather made it so
         for k, conv in enumerate(self._layers()):
@@ -262,20 +286,22 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
             outputs = {name: conv._activate(None, out) for (name, *_), out in zip(views, h)}  # the layer's own g
             if "rf" in outputs:
                 x_rf, rel_own = outputs["rf"].split([entities.own_count, relations.own_count])
-                x_own = x_rf * outputs["ef"] if "ef" in outputs else x_rf  # Eqs. 5 and 7
-                (nodes,) = GatherRows.apply(torch.cat([x_own, rel_own]), [[entities, relations]], self.group)
+                parts = (x_rf * outputs["ef"], rel_own) if "ef" in outputs else (outputs["rf"],)  # Eqs. 5 and 7
+                nodes = GatherRows.apply(gathers["nodes"], self.group, *parts)
                 x, rel = nodes.split([entities.count, relations.count])
             else:  # ablation 3: the relations unchanged
-                (x,) = GatherRows.apply(outputs["ef"], [[entities]], self.group)
+                x = GatherRows.apply(gathers["entities"], self.group, outputs["ef"])
                 nodes = None
             states.append((x, rel))
         return states
 
     def _shares(
         self, num_entities: int, num_relations: int, ef_edge_index: Optional[Tensor], rf_edge_index: Optional[Tensor]
-    ) -> Tuple[RowShares, RowShares]:
+    ) -> "_Shares":
         """The entity and relation-node shares, dealt by their stored adjacency entries over the views
-        they are in (see :class:`RowShares`). Kept while the adjacencies are the same tensors."""
+        they are in (see :class:`RowShares`), and the gathers of a layer's output: ``"nodes"``
+        (entities, then relation nodes) and ``"entities"``. Kept while the adjacencies are the same
+        tensors."""
         kept = self._kept_shares
         if kept is not None and kept[0] is ef_edge_index and kept[1] is rf_edge_index:
             return kept[2]
@@ -289,10 +315,13 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
             stored = rf_edge_index.crow_indices().diff()
             entity_entries += stored[:num_entities]
             relation_entries = stored[num_entities:]
-        shares = (
-            RowShares(num_entities, self.world_size, self.rank, entity_entries),
-            RowShares(num_relations, self.world_size, self.rank, relation_entries),
-        )
+        entities = RowShares(num_entities, self.world_size, self.rank, entity_entries)
+        relations = RowShares(num_relations, self.world_size, self.rank, relation_entries)
+        gathers = {
+            "nodes": RowGather([entities, relations], self.rank),
+            "entities": RowGather([entities], self.rank),
+        }
+        shares = (entities, relations, gathers)
         self._kept_shares = (ef_edge_index, rf_edge_index, shares)
         return shares
 

@@ -194,7 +194,7 @@ class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
                 self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype), alpha=factor)
                 unbiased = var * (n / (n - 1))
                 self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype), alpha=factor)
-        return input * scale + shift
+        return torch.addcmul(shift, input, scale)
 
 
 def normalize_together(norms: Sequence[Optional[torch.nn.Module]], inputs: Sequence[Tensor]) -> List[Tensor]:
