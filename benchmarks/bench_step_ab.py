@@ -75,7 +75,9 @@ def main() -> None:
                     raise SystemExit(f"round {number}, {side} code failed:\n{done.stderr[-2000:]}")
                 entry[side] = slowest_step(json.loads(out.read_text()))
             rounds.append(entry)
-            figures = ", ".join(f"{setup} {entry['old'][setup]:.1f} -> {entry['new'][setup]:.1f}" for setup in args.setups)
+            figures = ", ".join(
+                f"{setup} {entry['old'][setup]:.1f} -> {entry['new'][setup]:.1f}" for setup in args.setups
+            )
             print(f"round {number}: {figures} ms a step (old -> new)", flush=True)
     medians = {
         setup: {side: statistics.median(entry[side][setup] for entry in rounds) for side in ("old", "new")}
