@@ -308,3 +308,36 @@ def test_a_checkpoint_without_a_checksum_still_loads(tmp_path):
     torch.save({**state, "checksum": "0" * 64}, tmp_path / "wrong.pt")
     with pytest.raises(CheckpointError, match="no longer match its checksum"):
         load_checkpoint(tmp_path / "wrong.pt")
+
+
+def test_a_run_saved_by_another_optimiser_implementation_resumes_with_its_own(data, tmp_path):
+    # the CPU trainer steps with AdamW's fused implementation; a checkpoint of the multi-tensor one
+    # (older runs, other devices) resumes there and continues with the fused one: the same numbers as
+    # a run that never stopped, which the other implementation would only give to rounding
+    whole = tmp_path / "whole"
+    Trainer(config(epochs=3), data, whole, progress=False).fit()
+    resumed = tmp_path / "resumed"
+    Trainer(config(epochs=2), data, resumed, progress=False).fit()
+    state = load_checkpoint(resumed / "last.pt")
+    assert [group["fused"] for group in state["optimizer"]["param_groups"]] == [True]
+    for group in state["optimizer"]["param_groups"]:
+        group.update(fused=None, foreach=True)
+    save_checkpoint(state, resumed / "last.pt")
+    trainer = Trainer(config(epochs=3), data, resumed, progress=False)
+    trainer.fit(resume=True)
+    assert [(group["fused"], group["foreach"]) for group in trainer.optimizer.param_groups] == [(True, None)]
+    final = load_checkpoint(resumed / "last.pt")["model"]
+    assert all(torch.equal(value, final[name]) for name, value in load_checkpoint(whole / "last.pt")["model"].items())
+
+
+def test_a_fused_optimiser_state_loads_into_an_unfused_optimiser(data, tmp_path):
+    from torch_wge.training.validation import load_optimizer
+
+    Trainer(config(epochs=1), data, tmp_path, progress=False).fit()
+    saved = load_checkpoint(tmp_path / "last.pt")["optimizer"]
+    model = Trainer(config(epochs=1), data, tmp_path / "other", progress=False).model
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=True)
+    load_optimizer(optimizer, saved, tmp_path / "last.pt")
+    assert [(group["fused"], group["foreach"]) for group in optimizer.param_groups] == [(None, True)]
+    steps = [state["step"] for state in optimizer.state.values()]
+    assert steps and all(step.device.type == "cpu" and step.dtype == torch.float32 for step in steps)

@@ -211,11 +211,19 @@ def _same_kind(value: Any, reference: Any) -> bool:
     return isinstance(value, type(reference))
 
 
+#: Settings of how an optimiser computes its step, not of the step: a loaded optimiser keeps its own,
+#: so that a run saved on one device resumes on another.
+IMPLEMENTATION_SETTINGS = ("foreach", "fused", "capturable")
+
+
 def load_optimizer(optimizer: torch.optim.Optimizer, saved: Dict[str, Any], path: PathLike) -> None:
     """``optimizer.load_state_dict(saved)``, checked: every setting of a
     saved parameter group of the kind of the optimiser's own (a number for
     ``lr``, a pair for ``betas``, ...) and every per-parameter state tensor
-    (``exp_avg``, ...) of its parameter's shape.
+    (``exp_avg``, ...) of its parameter's shape. The optimiser keeps its own
+    :obj:`IMPLEMENTATION_SETTINGS` (``fused``, ...), and its step counts are
+    put where those want them (on the parameter's device when fused or
+    capturable, on the CPU otherwise).
 
     Raises:
         StoredError: naming ``path`` and what does not fit.
@@ -227,12 +235,23 @@ def load_optimizer(optimizer: torch.optim.Optimizer, saved: Dict[str, Any], path
         if not isinstance(group, dict):
             raise StoredError(f"{path}: optimizer: a parameter group must be a dict, found {_short(group)}")
         for key, value in own.items():
-            if key != "params" and not _same_kind(group.get(key), value):
+            if key != "params" and key not in IMPLEMENTATION_SETTINGS and not _same_kind(group.get(key), value):
                 raise StoredError(f"{path}: optimizer: {key!r} must be like {value!r}, found {_short(group.get(key))}")
+    implementation = [
+        {key: group[key] for key in IMPLEMENTATION_SETTINGS if key in group} for group in optimizer.param_groups
+    ]
     try:
         optimizer.load_state_dict(saved)
     except (ValueError, KeyError, TypeError, RuntimeError) as error:
         raise StoredError(f"{path}: optimizer: does not fit the model ({error})") from None
+    for group, own_settings in zip(optimizer.param_groups, implementation):
+        group.update(own_settings)
+        on_device = bool(group.get("fused") or group.get("capturable"))
+        for parameter in group["params"]:
+            step = optimizer.state.get(parameter, {}).get("step")
+            if isinstance(step, torch.Tensor):
+                device = parameter.device if on_device else torch.device("cpu")
+                optimizer.state[parameter]["step"] = step.to(device=device, dtype=torch.float32)
     for group in optimizer.param_groups:
         for parameter in group["params"]:
             for key, value in optimizer.state.get(parameter, {}).items():
