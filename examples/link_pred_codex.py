@@ -83,8 +83,10 @@ def main() -> None:
     #    hidden_channels=..., num_layers=..., dropout=..., objective=..., ...).
     model = build_model(config, data).to(device)
     graph = {name: adj.to(device) for name, adj in model.graph_inputs(data).items()}
-    # AdamW's decoupled weight decay (the fast recipe's 0.1); with 0 it is Adam
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    # AdamW's decoupled weight decay (the fast recipe's 0.1); with 0 it is Adam. On the CPU its
+    # fused step is several times faster than the default one.
+    fused = True if device.type == "cpu" else None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
 
     # 3. Training queries (h, r, ?) with their true tails, inverse relations
     #    r + R included; evaluators rank each triple's answer among all entities.

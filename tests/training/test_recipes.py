@@ -105,7 +105,7 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
     trainer = Trainer(TrainConfig(recipe=recipe, dataset="random"), data, tmp_path, progress=False)
     example_defaults, trainer_defaults = made["optimizer"].defaults, trainer.optimizer.defaults
     assert type(trainer.optimizer) is torch.optim.AdamW
-    for name in ("lr", "weight_decay", "betas", "eps"):
+    for name in ("lr", "weight_decay", "betas", "eps", "fused"):
         assert example_defaults[name] == trainer_defaults[name], name
     assert made["model"].num_candidates == trainer.model.num_candidates
     # the recipes' values, written out: fast decays the weights, large samples 2000 candidates
