@@ -106,8 +106,10 @@ def script_command() -> str:
 def write_record(path: Union[str, Path], benchmark: str, fields: Dict[str, Any]) -> None:
     """Writes a benchmark's JSON record to ``path`` (atomically): the benchmark, the command that ran
     it (this script with this process's arguments), the machine, the date (UTC) and the code
-    measured, then ``fields``, what it measured."""
+    measured, then ``fields``, what it measured. Creates ``path``'s folder if need be."""
     from torch_wge.io import write_json
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
 
     header = {
         "benchmark": benchmark,
