@@ -560,6 +560,28 @@ def test_debug_shows_the_traceback(kg_folder, capsys):
         main(TRAIN + ["--dataset", str(kg_folder), "--lr", "inf", "--debug"])
 
 
+@pytest.mark.parametrize(
+    "command, line",
+    [
+        ("train", "torch-wge train: interrupted (--resume continues the run from its last checkpoint)"),
+        ("tune", "torch-wge tune: interrupted (the same command continues the study; a trial cut short"),
+        ("stats", "torch-wge stats: interrupted"),
+    ],
+)
+def test_ctrl_c_ends_with_one_line_saying_what_continues_the_command(command, line, monkeypatch, capsys):
+    import torch_wge.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, command, interrupted)
+    argv = {"train": ["train", "--dataset", "codex-s"], "tune": ["tune", "--dataset", "codex-s"]}
+    assert main(argv.get(command, [command, "--dataset", "codex-s"])) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(line) and len(err.splitlines()) == 1
+    assert command != "stats" or err == line  # nothing to continue
+
+
 def test_help_states_each_default_once():
     import argparse
 

@@ -55,9 +55,17 @@ def _is_out_of_memory(error: BaseException) -> bool:
     )
 
 
-def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False) -> int:
+#: What continues a command stopped by Ctrl-C (or SIGINT), said in the line it prints.
+CONTINUED_BY = {
+    "train": "--resume continues the run from its last checkpoint",
+    "tune": "the same command continues the study; a trial cut short is trained on from its last checkpoint",
+}
+
+
+def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False, continued_by: str = "") -> int:
     """Calls ``fn`` and returns an exit code: 0, or 2 after printing an
-    expected failure as one line (re-raised with ``debug``), or 130 on Ctrl-C.
+    expected failure as one line (re-raised with ``debug``), or 130 on Ctrl-C,
+    after a line that says so and, given ``continued_by``, what continues it.
     Shared by the command line and the examples."""
     from torch_wge.datasets import DownloadError
     from torch_wge.training import CheckpointError
@@ -69,7 +77,7 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False)
     try:
         fn()
     except KeyboardInterrupt:
-        print(f"{name}: interrupted (a training run resumes with --resume)", file=sys.stderr)
+        print(f"{name}: interrupted" + (f" ({continued_by})" if continued_by else ""), file=sys.stderr)
         return 130
     except Exception as error:
         lost_peer = is_collective_failure(error)
@@ -646,7 +654,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     with warnings.catch_warnings():  # undone on return: main() may be called from Python
         warnings.showwarning = print_warning
-        return run_reporting_errors(f"torch-wge {args.command}", run, args.debug)
+        return run_reporting_errors(f"torch-wge {args.command}", run, args.debug, CONTINUED_BY.get(args.command, ""))
 
 
 def print_warning(message, category, filename, lineno, file=None, line=None) -> None:
