@@ -345,6 +345,10 @@ def worker_torch_wge(args) -> Dict[str, Any]:
     }
 
 
+#: The profiler's names of the CUDA calls that launch a kernel.
+KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+
+
 def worker_profile(args) -> Dict[str, Any]:
     """torch.profiler over ``--profile`` training batches of torch_wge WGE (after one warm-up batch)."""
     setup_torch(args)
@@ -376,9 +380,14 @@ def worker_profile(args) -> Dict[str, Any]:
         file=sys.stderr,
     )
     rows = sorted(averages, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.profile_rows]
+    # kernels launched by the CUDA runtime or driver API (0 on the CPU): what a step waits on when
+    # the GPU is faster than Python
+    launches = sum(e.count for e in averages if e.key in KERNEL_LAUNCHES)
+    print(f"{launches / args.profile:.0f} kernel launches a batch", file=sys.stderr)
     return {
         "batches": args.profile,
         "wall_s": wall,
+        "kernel_launches_per_batch": launches / args.profile,
         "top": [
             {
                 "name": e.key,
