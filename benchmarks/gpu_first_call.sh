@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The first command to run on a lent GPU machine, before changing anything: in one call that fits
+# a 10-minute limit, what the GPU path computes and how fast, so that a session's scarce device
+# time goes to changes, not to finding the baseline.
+#
+# On this machine, from the repository root (data/ is ignored by git, so it travels only when
+# carried):
+#   mkdir -p data/datasets && cp -r ../shared/datasets/{codex-s,fb15k-237} data/datasets/
+# then run `bash benchmarks/gpu_first_call.sh` there, carrying data/ (a copy of about 24 MB).
+# On the GPU machine torch and torch_geometric come with its python3 and nothing can be installed,
+# so the package is imported from the checkout (PYTHONPATH) instead of being installed. Each step
+# has its own time limit; the outputs land in $OUT (default /tmp/gpu-first-call), with a table of
+# what each step printed last.
+#
+# 1. the CUDA tests (training, resuming and evaluation equal the CPU's);
+# 2. FB15k-237 under the large recipe's step (256 channels, batch 1024, sampled softmax over 2000
+#    candidates): seconds per epoch from 40 batches and the kernel launches per batch, eager;
+# 3. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
+set -uo pipefail
+OUT="${OUT:-/tmp/gpu-first-call}"
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if [ ! -f data/datasets/fb15k-237/train.txt ] || [ ! -f data/datasets/codex-s/train.txt ]; then
+    echo "gpu_first_call.sh: no data/datasets/{codex-s,fb15k-237}/train.txt: copy them and carry data/" >&2
+    exit 2
+fi
+mkdir -p data/root/codex-s/raw && cp data/datasets/codex-s/* data/root/codex-s/raw/
+
+step() {  # step NAME SECONDS COMMAND...: runs COMMAND with a time limit, its output in $OUT/NAME.txt
+    local name=$1 limit=$2
+    shift 2
+    local start=$SECONDS
+    timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
+    echo "$name: exit $? after $((SECONDS - start)) s" >> "$OUT/summary.txt"
+}
+
+: > "$OUT/summary.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/machine.txt" 2>&1
+python3 -c "import torch, torch_geometric; print('torch', torch.__version__, 'torch_geometric', torch_geometric.__version__)" \
+    >> "$OUT/machine.txt" 2>&1
+step cuda-tests 150 python3 -m pytest -q -p no:cacheprovider tests/training/test_cuda.py
+step fb15k-237-large-eager 270 python3 benchmarks/bench_speed.py --dataset fb15k-237 --data-dir data/datasets \
+    --only wge --device cuda --objective softmax --candidates 2000 --batch-size 1024 --max-batches 40 \
+    --epochs-timed 3 --eval-repeats 1 --profile 8 --profile-rows 15 --json "$OUT/fb15k-237-large-eager.json"
+step codex-s-example 120 python3 examples/link_pred_codex.py --dataset codex-s --root data/root --epochs 20 --device cuda
+
+cat "$OUT/machine.txt"
+for name in cuda-tests fb15k-237-large-eager codex-s-example; do
+    echo "== $name"
+    tail -n 4 "$OUT/$name.txt"
+done
+cat "$OUT/summary.txt"
