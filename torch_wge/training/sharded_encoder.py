@@ -119,21 +119,19 @@ class RowGather:
         sources (Tensor): ``[P * largest]``, the output row each row of the buffer comes from (0 for a
             padding row, whose value is never read).
         largest (int): Rows of the largest part.
-        own_sizes (List[int]): This process's rows of each block.
 
     Example:
         >>> entities = RowShares(3, world_size=2, rank=0)
         >>> relations = RowShares(2, world_size=2, rank=0)
-        >>> gather = RowGather([entities, relations], rank=0)
+        >>> gather = RowGather([entities, relations])
         >>> gather.positions.tolist(), gather.sources.tolist()
         ([0, 3, 4, 1, 5], [0, 3, 0, 1, 2, 4])
     """
 
-    def __init__(self, blocks: Sequence[RowShares], rank: int):
+    def __init__(self, blocks: Sequence[RowShares]):
         world_size = len(blocks[0].sizes)
         parts = [sum(block.sizes[p] for block in blocks) for p in range(world_size)]
         self.largest = max(parts)
-        self.own_sizes = [block.sizes[rank] for block in blocks]
         device = blocks[0].own.device
         self.positions = torch.empty(sum(block.count for block in blocks), dtype=torch.long, device=device)
         filled, first_row = [0] * world_size, 0
@@ -318,8 +316,8 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         entities = RowShares(num_entities, self.world_size, self.rank, entity_entries)
         relations = RowShares(num_relations, self.world_size, self.rank, relation_entries)
         gathers = {
-            "nodes": RowGather([entities, relations], self.rank),
-            "entities": RowGather([entities], self.rank),
+            "nodes": RowGather([entities, relations]),
+            "entities": RowGather([entities]),
         }
         shares = (entities, relations, gathers)
         self._kept_shares = (ef_edge_index, rf_edge_index, shares)
