@@ -280,7 +280,12 @@ class Trainer:
         state = validation.resume_checkpoint(
             path, self.config, self.graph, self.vocabulary, self.train_triples, map_location
         )
-        now = {"device": str(self.device), "precision": self.config.precision, "threads": torch.get_num_threads()}
+        now = {
+            "device": str(self.device),
+            "precision": self.config.precision,
+            "threads": torch.get_num_threads(),
+            "optimizer": validation.optimizer_step_kind(self.optimizer.state_dict()),
+        }
         if self.dist.is_main:
             validation.warn_rounding_changes(state, path, now)
         return state

@@ -311,18 +311,32 @@ def resume_checkpoint(
     return state
 
 
+def optimizer_step_kind(optimizer_state: Mapping) -> Optional[str]:
+    """Which implementation an optimiser's state dict steps with: ``"fused"``,
+    ``"foreach"`` or ``"default"`` (torch's choice for the device), from its
+    first parameter group; :obj:`None` without one."""
+    groups = optimizer_state.get("param_groups") or [None]
+    if not isinstance(groups[0], Mapping):
+        return None
+    return "fused" if groups[0].get("fused") else "foreach" if groups[0].get("foreach") else "default"
+
+
 def warn_rounding_changes(state: Mapping, path: PathLike, now: Dict[str, Any]) -> None:
-    """Warns when a resumed run computes on another ``device``, ``precision``
-    or ``threads`` count (``now``) than its checkpoint ``state`` records:
-    allowed, but the later epochs are then rounded otherwise than in an
-    uninterrupted run."""
+    """Warns when a resumed run computes on another ``device``, ``precision``,
+    ``threads`` count or optimiser step (``optimizer``, see
+    :func:`optimizer_step_kind`) than its checkpoint ``state`` records
+    (``now``): allowed, but the later epochs are then rounded otherwise than
+    in an uninterrupted run."""
     recorded = {
         "device": state.get("device"),
         "precision": state["config"]["precision"],
         "threads": state.get("threads"),
+        "optimizer": optimizer_step_kind(state.get("optimizer") or {}),
     }
     changes = [
-        f"--{key} {value} -> {now[key]}" for key, value in recorded.items() if value is not None and value != now[key]
+        f"{'the optimiser step' if key == 'optimizer' else '--' + key} {value} -> {now[key]}"
+        for key, value in recorded.items()
+        if value is not None and value != now[key]
     ]
     if changes:
         warnings.warn(
