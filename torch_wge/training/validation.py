@@ -248,13 +248,11 @@ def load_optimizer(optimizer: torch.optim.Optimizer, saved: Dict[str, Any], path
         group.update(own_settings)
         on_device = bool(group.get("fused") or group.get("capturable"))
         for parameter in group["params"]:
-            step = optimizer.state.get(parameter, {}).get("step")
-            if isinstance(step, torch.Tensor):
+            state = optimizer.state.get(parameter, {})
+            if isinstance(state.get("step"), torch.Tensor):
                 device = parameter.device if on_device else torch.device("cpu")
-                optimizer.state[parameter]["step"] = step.to(device=device, dtype=torch.float32)
-    for group in optimizer.param_groups:
-        for parameter in group["params"]:
-            for key, value in optimizer.state.get(parameter, {}).items():
+                state["step"] = state["step"].to(device=device, dtype=torch.float32)
+            for key, value in state.items():
                 if key != "step" and (not isinstance(value, torch.Tensor) or value.shape != parameter.shape):
                     raise StoredError(
                         f"{path}: optimizer: {key!r} of shape {_short(getattr(value, 'shape', value))} "
