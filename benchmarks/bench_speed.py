@@ -117,8 +117,18 @@ def write_record(path: Union[str, Path], benchmark: str, fields: Dict[str, Any])
         "machine": {"cpu": cpu_model(), "cpus": os.cpu_count()},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git": git_state(),
+        **measured_code(),
     }
     write_json(path, {**header, **fields})
+
+
+def measured_code() -> Dict[str, Any]:
+    """``{"measured_git": ...}``, the commit of the torch_wge this process imports, when it is not this
+    checkout's (another checkout on ``PYTHONPATH``, as a baseline is measured); else nothing."""
+    import torch_wge
+
+    checkout = Path(torch_wge.__file__).resolve().parents[1]
+    return {} if checkout == HERE.parent else {"measured_git": git_state(checkout)}
 
 
 def git_state(checkout: Path = HERE.parent) -> Dict[str, Any]:
@@ -347,6 +357,28 @@ def worker_torch_wge(args) -> Dict[str, Any]:
 
 #: The profiler's names of the CUDA calls that launch a kernel.
 KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+#: ATen operators that make views or read metadata: no kernel of their own.
+NO_KERNEL = {
+    "aten::" + name
+    for name in (
+        "empty empty_strided empty_like new_empty view _unsafe_view reshape _reshape_alias as_strided slice "
+        "select t transpose permute expand unsqueeze squeeze split split_with_sizes chunk narrow unbind "
+        "unflatten flatten detach alias resolve_conj resolve_neg result_type lift_fresh _nnz crow_indices "
+        "col_indices values"
+    ).split()
+}
+
+
+def kernel_operators(prof) -> int:
+    """The ATen operators in a ``torch.profiler`` profile that call no other and are no view: what
+    launches a kernel each on a GPU, counted the same on the CPU."""
+    count = 0
+    for event in prof.events():
+        if not event.name.startswith("aten::") or event.name in NO_KERNEL:
+            continue
+        if not any(child.name.startswith("aten::") and child.name not in NO_KERNEL for child in event.cpu_children):
+            count += 1
+    return count
 
 
 def worker_profile(args) -> Dict[str, Any]:
@@ -383,11 +415,16 @@ def worker_profile(args) -> Dict[str, Any]:
     # kernels launched by the CUDA runtime or driver API (0 on the CPU): what a step waits on when
     # the GPU is faster than Python
     launches = sum(e.count for e in averages if e.key in KERNEL_LAUNCHES)
-    print(f"{launches / args.profile:.0f} kernel launches a batch", file=sys.stderr)
+    operators = kernel_operators(prof)
+    print(
+        f"{launches / args.profile:.0f} kernel launches, {operators / args.profile:.0f} kernel operators a batch",
+        file=sys.stderr,
+    )
     return {
         "batches": args.profile,
         "wall_s": wall,
         "kernel_launches_per_batch": launches / args.profile,
+        "kernel_operators_per_batch": operators / args.profile,
         "top": [
             {
                 "name": e.key,
@@ -846,6 +883,7 @@ def main() -> None:
                 "python": platform.python_version(),
             },
             "git": git_state(),
+            **measured_code(),
             **({"baseline_git": git_state(Path(args.baseline))} if args.baseline else {}),
             "sizes": sizes,
         }

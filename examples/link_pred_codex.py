@@ -83,9 +83,9 @@ def main() -> None:
     #    hidden_channels=..., num_layers=..., dropout=..., objective=..., ...).
     model = build_model(config, data).to(device)
     graph = {name: adj.to(device) for name, adj in model.graph_inputs(data).items()}
-    # AdamW's decoupled weight decay (the fast recipe's 0.1); with 0 it is Adam. On the CPU its
-    # fused step is several times faster than the default one.
-    fused = True if device.type == "cpu" else None
+    # AdamW's decoupled weight decay (the fast recipe's 0.1); with 0 it is Adam. Its fused step is
+    # several times faster than the default one on the CPU and one kernel launch on a GPU.
+    fused = True if device.type in ("cpu", "cuda") else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
 
     # 3. Training queries (h, r, ?) with their true tails, inverse relations

@@ -3,6 +3,7 @@ import torch
 
 from torch_wge.utils.quaternion import (
     hamilton_product,
+    hamilton_product_into,
     normalize_quaternion,
     quaternion_conjugate,
     quaternion_inner,
@@ -28,6 +29,38 @@ def reference_hamilton(q, p):
 def test_hamilton_product_matches_reference():
     q, p = torch.randn(2, 7, 12, dtype=torch.float64)
     assert torch.allclose(hamilton_product(q, p), reference_hamilton(q, p), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "q_shape, p_shape", [((6, 8), (6, 8)), ((3, 6, 8), (6, 8)), ((6, 8), (1, 8)), ((1, 8), (6, 8))]
+)
+def test_hamilton_product_gradients_match_reference(q_shape, p_shape):
+    torch.manual_seed(0)
+    q = torch.randn(q_shape, dtype=torch.float64, requires_grad=True)
+    p = torch.randn(p_shape, dtype=torch.float64, requires_grad=True)
+    out, expected = hamilton_product(q, p), reference_hamilton(*torch.broadcast_tensors(q, p))
+    assert out.shape == expected.shape and torch.allclose(out, expected, atol=1e-12)
+    weights = torch.randn(expected.shape, dtype=torch.float64)
+    grads = torch.autograd.grad((out * weights).sum(), (q, p))
+    expected_grads = torch.autograd.grad((expected * weights).sum(), (q, p))
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert grad.shape == expected_grad.shape and torch.allclose(grad, expected_grad, atol=1e-12)
+
+
+def test_hamilton_product_differentiates_twice():
+    torch.manual_seed(1)
+    q, p = (torch.randn(3, 8, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    assert torch.autograd.gradgradcheck(hamilton_product, (q, p))
+
+
+@pytest.mark.parametrize("conj_q", [False, True])
+@pytest.mark.parametrize("conj_p", [False, True])
+def test_hamilton_product_into_conjugates(conj_q, conj_p):
+    torch.manual_seed(2)
+    q, p = torch.randn(2, 5, 12, dtype=torch.float64)
+    out = hamilton_product_into(torch.empty_like(q), q, p, conj_q, conj_p)
+    expected = reference_hamilton(quaternion_conjugate(q) if conj_q else q, quaternion_conjugate(p) if conj_p else p)
+    assert torch.allclose(out, expected, atol=1e-12)
 
 
 def test_hamilton_units():

@@ -8,52 +8,15 @@ backward pass builds the concatenations and the separate products, sums and
 negations that autograd would keep for the sixteen terms.
 """
 
-from typing import List, Tuple
+from typing import Tuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from torch_wge.utils.quaternion import check_quaternion_size
+from torch_wge.utils.quaternion import check_quaternion_size, hamilton_product_into
 
 __all__ = ["quate_score"]
-
-# Component d of q ⊗ p is sum(sign * q_a * p_b) over the (a, b, sign) of
-# HAMILTON_TERMS[d] (components 0, 1, 2, 3 = r, i, j, k), as in hamilton_product.
-HAMILTON_TERMS = (
-    ((0, 0, 1), (1, 1, -1), (2, 2, -1), (3, 3, -1)),
-    ((1, 0, 1), (0, 1, 1), (3, 2, -1), (2, 3, 1)),
-    ((2, 0, 1), (3, 1, 1), (0, 2, 1), (1, 3, -1)),
-    ((3, 0, 1), (2, 1, -1), (1, 2, 1), (0, 3, 1)),
-)
-
-
-def _signed_terms(d: int, conj_q: bool, conj_p: bool) -> List[Tuple[int, int, int]]:
-    """The terms of component ``d`` with the signs of conjugated operands, positive ones first."""
-    terms = [
-        (a, b, sign * (-1 if conj_q and a else 1) * (-1 if conj_p and b else 1)) for a, b, sign in HAMILTON_TERMS[d]
-    ]
-    return sorted(terms, key=lambda term: -term[2])
-
-
-def hamilton_product_into(out: Tensor, q: Tensor, p: Tensor, conj_q: bool = False, conj_p: bool = False) -> Tensor:
-    r"""Writes :math:`\tilde{\mathbf{q}} \otimes \tilde{\mathbf{p}}` into
-    ``out`` and returns it, with :math:`\tilde{\mathbf{q}}` the conjugate of
-    ``q`` if :obj:`conj_q` (likewise ``p``): four operations per component,
-    no temporaries. Not differentiable (:func:`quate_score` uses it inside
-    its own backward).
-
-    Shapes: ``q``, ``p`` and ``out`` ``[..., 4n]``, of one shape.
-    """
-    q_parts, p_parts, out_parts = q.chunk(4, dim=-1), p.chunk(4, dim=-1), out.chunk(4, dim=-1)
-    for d, part in enumerate(out_parts):
-        (a, b, sign), *rest = _signed_terms(d, conj_q, conj_p)
-        torch.mul(q_parts[a], p_parts[b], out=part)
-        if sign < 0:
-            part.neg_()
-        for a, b, sign in rest:
-            part.addcmul_(q_parts[a], p_parts[b], value=sign)
-    return out
 
 
 class _QuatEScore(torch.autograd.Function):

@@ -106,8 +106,7 @@ class QuaternionLinear(torch.nn.Module):
                 f"'{self.__class__.__name__}' expected {self.in_channels} input channels, "
                 f"got features of shape {list(x.shape)}"
             )
-        out = x @ self.matrix()
-        return out if self.bias is None else out + self.bias
+        return torch.nn.functional.linear(x, self.matrix().t(), self.bias)  # x @ M + b, one fused matmul
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, bias={self.bias is not None})"
