@@ -24,25 +24,11 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import torch
 from bench_speed import kernel_operators, write_record
+from naive_wge import hamilton as terms_hamilton  # the naive WGE's: the formula's operations as they are
 from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
 from torch_wge.utils.quaternion import hamilton_product, quaternion_matrix
-
-
-def terms_hamilton(q: Tensor, p: Tensor) -> Tensor:
-    """The Hamilton product as the sixteen products and twelve sums of its formula."""
-    q_r, q_i, q_j, q_k = q.chunk(4, dim=-1)
-    p_r, p_i, p_j, p_k = p.chunk(4, dim=-1)
-    return torch.cat(
-        [
-            q_r * p_r - q_i * p_i - q_j * p_j - q_k * p_k,
-            q_i * p_r + q_r * p_i - q_k * p_j + q_j * p_k,
-            q_j * p_r + q_k * p_i + q_r * p_j - q_i * p_k,
-            q_k * p_r - q_j * p_i + q_i * p_j + q_r * p_k,
-        ],
-        dim=-1,
-    )
 
 
 def blocks_matrix(weight: Tensor) -> Tensor:

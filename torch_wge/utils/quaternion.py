@@ -173,18 +173,10 @@ def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
     """
     check_quaternion_size(q.size(-1), "last dimension")
     check_quaternion_size(p.size(-1), "last dimension")
-    if torch.jit.is_scripting():  # TorchScript calls no autograd Function: the formula's terms as they are
-        q_r, q_i, q_j, q_k = q.chunk(4, dim=-1)
-        p_r, p_i, p_j, p_k = p.chunk(4, dim=-1)
-        return torch.cat(
-            [
-                q_r * p_r - q_i * p_i - q_j * p_j - q_k * p_k,
-                q_i * p_r + q_r * p_i - q_k * p_j + q_j * p_k,
-                q_j * p_r + q_k * p_i + q_r * p_j - q_i * p_k,
-                q_k * p_r - q_j * p_i + q_i * p_j + q_r * p_k,
-            ],
-            dim=-1,
-        )
+    if torch.jit.is_scripting():  # TorchScript calls no autograd Function: the 16 signed terms at once
+        n = q.size(-1) // 4
+        terms = _signed_components(q.unflatten(-1, (4, n)), dim=-2).unflatten(-2, (4, 4))  # [..., b, d, n]
+        return (terms * p.unflatten(-1, (4, n)).unsqueeze(-2)).sum(dim=-3).flatten(-2)
     else:
         return _HamiltonProduct.apply(q, p, False, False)
 
