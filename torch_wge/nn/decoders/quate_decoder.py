@@ -1,4 +1,4 @@
-from typing import List, Sequence
+from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -71,24 +71,30 @@ class QuatEDecoder(torch.nn.Module):
         return dropout(q, self.dropout, self.training)
 
     @staticmethod
-    def queries_together(
-        decoders: Sequence["QuatEDecoder"], hs: Sequence[Tensor], rs: Sequence[Tensor]
-    ) -> List[Tensor]:
-        r"""``decoders[i].query(hs[i], rs[i], normalized=True)`` for every :math:`i`, the
-        decoders' batch norms applied together
-        (:func:`~torch_wge.nn.norm.normalize_together`): synchronising batch norms
-        then share one all-reduce instead of one each.
+    def queries_together(decoders: Sequence["QuatEDecoder"], h: Tensor, r: Tensor) -> Tensor:
+        r"""``decoders[k].query(h[k], r[k], normalized=True)`` for every :math:`k`, stacked
+        ``[L, B, C]``: the :math:`L` Hamilton products as one, and the decoders' batch norms applied
+        together (:func:`~torch_wge.nn.norm.normalize_together`: synchronising batch norms share one
+        all-reduce instead of one each), so that the queries of all of WGE's layers cost the kernels
+        of one.
+
+        Shapes: ``h [L, B, C]`` and ``r [L, B, C]`` (unit quaternions) give ``[L, B, C]``.
 
         Example:
             >>> decoders = [QuatEDecoder(4), QuatEDecoder(4)]
-            >>> hs, rs = [torch.randn(3, 4)] * 2, [normalize_quaternion(torch.randn(3, 4))] * 2
-            >>> queries = QuatEDecoder.queries_together(decoders, hs, rs)
-            >>> torch.allclose(queries[1], decoders[1].query(hs[1], rs[1], normalized=True))
+            >>> h, r = torch.randn(2, 3, 4), normalize_quaternion(torch.randn(2, 3, 4))
+            >>> queries = QuatEDecoder.queries_together(decoders, h, r)
+            >>> torch.allclose(queries[1], decoders[1].query(h[1], r[1], normalized=True))
             True
         """
-        products = [hamilton_product(h, r) for h, r in zip(hs, rs)]
+        if h.dim() != 3 or h.shape != r.shape or h.size(0) != len(decoders):
+            raise ValueError(
+                f"'QuatEDecoder.queries_together' takes h and r of shape [L, B, C] for {len(decoders)} "
+                f"decoders, got {list(h.shape)} and {list(r.shape)}"
+            )
+        products = hamilton_product(h, r).unbind(0)
         normalized = normalize_together([decoder.batch_norm for decoder in decoders], products)
-        return [dropout(q, decoder.dropout, decoder.training) for decoder, q in zip(decoders, normalized)]
+        return torch.stack([dropout(q, decoder.dropout, decoder.training) for decoder, q in zip(decoders, normalized)])
 
     def forward(self, h: Tensor, r: Tensor, t: Tensor) -> Tensor:
         """Scores of the triples ``(h[b], r[b], t[b])``, shape ``[B]``."""
