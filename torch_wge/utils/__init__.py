@@ -1,6 +1,7 @@
 from torch_wge.utils.quaternion import (
     check_quaternion_size,
     hamilton_product,
+    hamilton_products,
     normalize_quaternion,
     quaternion_components,
     quaternion_inner,
@@ -12,6 +13,7 @@ __all__ = [
     "check_quaternion_size",
     "quaternion_components",
     "hamilton_product",
+    "hamilton_products",
     "quaternion_norm",
     "normalize_quaternion",
     "quaternion_inner",

@@ -1,11 +1,16 @@
-from typing import Sequence
+from typing import List, Sequence
 
 import torch
 from torch import Tensor
 
 from torch_wge.nn.dropout import dropout
 from torch_wge.nn.norm import normalize_together
-from torch_wge.utils.quaternion import check_quaternion_size, hamilton_product, normalize_quaternion
+from torch_wge.utils.quaternion import (
+    check_quaternion_size,
+    hamilton_product,
+    hamilton_products,
+    normalize_quaternion,
+)
 
 
 class QuatEDecoder(torch.nn.Module):
@@ -71,30 +76,25 @@ class QuatEDecoder(torch.nn.Module):
         return dropout(q, self.dropout, self.training)
 
     @staticmethod
-    def queries_together(decoders: Sequence["QuatEDecoder"], h: Tensor, r: Tensor) -> Tensor:
-        r"""``decoders[k].query(h[k], r[k], normalized=True)`` for every :math:`k`, stacked
-        ``[L, B, C]``: the :math:`L` Hamilton products as one, and the decoders' batch norms applied
-        together (:func:`~torch_wge.nn.norm.normalize_together`: synchronising batch norms share one
-        all-reduce instead of one each), so that the queries of all of WGE's layers cost the kernels
-        of one.
-
-        Shapes: ``h [L, B, C]`` and ``r [L, B, C]`` (unit quaternions) give ``[L, B, C]``.
+    def queries_together(
+        decoders: Sequence["QuatEDecoder"], hs: Sequence[Tensor], rs: Sequence[Tensor]
+    ) -> List[Tensor]:
+        r"""``decoders[i].query(hs[i], rs[i], normalized=True)`` for every :math:`i`, the
+        Hamilton products formed together (:func:`~torch_wge.utils.quaternion.hamilton_products`:
+        one stacked product on a GPU) and the decoders' batch norms applied together
+        (:func:`~torch_wge.nn.norm.normalize_together`: synchronising batch norms share one
+        all-reduce instead of one each).
 
         Example:
             >>> decoders = [QuatEDecoder(4), QuatEDecoder(4)]
-            >>> h, r = torch.randn(2, 3, 4), normalize_quaternion(torch.randn(2, 3, 4))
-            >>> queries = QuatEDecoder.queries_together(decoders, h, r)
-            >>> torch.allclose(queries[1], decoders[1].query(h[1], r[1], normalized=True))
+            >>> hs, rs = [torch.randn(3, 4)] * 2, [normalize_quaternion(torch.randn(3, 4))] * 2
+            >>> queries = QuatEDecoder.queries_together(decoders, hs, rs)
+            >>> torch.allclose(queries[1], decoders[1].query(hs[1], rs[1], normalized=True))
             True
         """
-        if h.dim() != 3 or h.shape != r.shape or h.size(0) != len(decoders):
-            raise ValueError(
-                f"'QuatEDecoder.queries_together' takes h and r of shape [L, B, C] for {len(decoders)} "
-                f"decoders, got {list(h.shape)} and {list(r.shape)}"
-            )
-        products = hamilton_product(h, r).unbind(0)
+        products = hamilton_products(hs, rs)
         normalized = normalize_together([decoder.batch_norm for decoder in decoders], products)
-        return torch.stack([dropout(q, decoder.dropout, decoder.training) for decoder, q in zip(decoders, normalized)])
+        return [dropout(q, decoder.dropout, decoder.training) for decoder, q in zip(decoders, normalized)]
 
     def forward(self, h: Tensor, r: Tensor, t: Tensor) -> Tensor:
         """Scores of the triples ``(h[b], r[b], t[b])``, shape ``[B]``."""

@@ -291,9 +291,9 @@ class WGE(torch.nn.Module):
         r"""Each layer's decoder query for ``(heads[b], relations[b])``, ``[K + 1, B, C]``.
         The layers' relation tables ``[K + 1, 2R, C]`` are normalised together, before their rows are
         gathered; the layers' queries are formed together (:meth:`QuatEDecoder.queries_together`)."""
-        h = torch.stack([x.index_select(0, heads) for x in encoded.entities])
-        r = normalize_quaternion(torch.stack(encoded.relations)).index_select(1, relations)
-        return QuatEDecoder.queries_together(cast(List[QuatEDecoder], list(self.decoders)), h, r)
+        hs = [x.index_select(0, heads) for x in encoded.entities]
+        rs = normalize_quaternion(torch.stack(encoded.relations)).index_select(1, relations).unbind(0)
+        return torch.stack(QuatEDecoder.queries_together(cast(List[QuatEDecoder], list(self.decoders)), hs, rs))
 
     def layer_scores(self, encoded: EncodedGraph, heads: Tensor, relations: Tensor) -> Tensor:
         r"""Per-layer logits :math:`f_k(h_b, r_b, n)` against every entity ``n``, ``[K + 1, B, N]``."""
