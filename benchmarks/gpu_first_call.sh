@@ -7,6 +7,9 @@
 # carried):
 #   mkdir -p data/datasets && cp -r ../shared/datasets/{codex-s,fb15k-237} data/datasets/
 # then run `bash benchmarks/gpu_first_call.sh` there, carrying data/ (a copy of about 24 MB).
+# To time an earlier commit beside this one in the same run (step 2), check it out under data/ too:
+#   git worktree add --detach data/baseline <commit>
+# (its torch_wge then runs the same epoch, imported through PYTHONPATH, as `wge@baseline`).
 # On the GPU machine torch and torch_geometric come with its python3 and nothing can be installed,
 # so the package is imported from the checkout (PYTHONPATH) instead of being installed. Each step
 # has its own time limit; the outputs land in $OUT (default /tmp/gpu-first-call), with a table of
@@ -14,7 +17,8 @@
 #
 # 1. the CUDA tests (training, resuming and evaluation equal the CPU's);
 # 2. FB15k-237 under the large recipe's step (256 channels, batch 1024, sampled softmax over 2000
-#    candidates): seconds per epoch from 40 batches and the kernel launches per batch, eager;
+#    candidates): seconds per epoch from 40 batches and the kernel launches per batch, eager (and the
+#    baseline's epoch, when data/baseline holds one);
 # 3. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu-first-call}"
@@ -39,8 +43,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > 
 python3 -c "import torch, torch_geometric; print('torch', torch.__version__, 'torch_geometric', torch_geometric.__version__)" \
     >> "$OUT/machine.txt" 2>&1
 step cuda-tests 150 python3 -m pytest -q -p no:cacheprovider tests/training/test_cuda.py
+baseline=()
+[ -f data/baseline/torch_wge/__init__.py ] && baseline=(--baseline data/baseline)
 step fb15k-237-large-eager 270 python3 benchmarks/bench_speed.py --dataset fb15k-237 --data-dir data/datasets \
-    --only wge --device cuda --objective softmax --candidates 2000 --batch-size 1024 --max-batches 40 \
+    "${baseline[@]}" --only wge --device cuda --objective softmax --candidates 2000 --batch-size 1024 --max-batches 40 \
     --epochs-timed 3 --eval-repeats 1 --profile 8 --profile-rows 15 --json "$OUT/fb15k-237-large-eager.json"
 step codex-s-example 120 python3 examples/link_pred_codex.py --dataset codex-s --root data/root --epochs 20 --device cuda
 
