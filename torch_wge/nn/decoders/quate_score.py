@@ -1,11 +1,10 @@
 r"""The QuatE score of a batch of triples as one autograd function.
 
 :func:`quate_score` gives the same numbers and gradients as
-``(hamilton_product(h, r) * t).sum(-1)`` but writes every component of each
-Hamilton product straight into its block of one output (a product and three
-fused multiply-adds per component), so that neither the forward nor the
-backward pass builds the concatenations and the separate products, sums and
-negations that autograd would keep for the sixteen terms.
+``(hamilton_product(h, r) * t).sum(-1)`` with one function for the product and
+the inner product: backward writes the heads' and tails' gradients into one
+tensor (the gradient of the one lookup that gathered them) and keeps nothing
+but the operands and the query :math:`\mathbf{h} \otimes \mathbf{r}`.
 """
 
 from typing import Tuple
