@@ -126,7 +126,7 @@ class _HamiltonProduct(torch.autograd.Function):
     def forward(ctx, q: Tensor, p: Tensor, conj_q: bool, conj_p: bool) -> Tensor:
         ctx.save_for_backward(q, p)
         ctx.conj = (conj_q, conj_p)
-        out = q.new_empty(torch.broadcast_shapes(q.shape, p.shape), dtype=torch.result_type(q, p))
+        out = torch.empty(torch.broadcast_shapes(q.shape, p.shape), dtype=torch.result_type(q, p), device=q.device)
         return hamilton_product_into(out, q, p, conj_q, conj_p)
 
     @staticmethod
