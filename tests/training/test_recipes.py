@@ -13,6 +13,7 @@ import torch_geometric.transforms as T
 from torch_wge.testing import random_kg
 from torch_wge.training import RECIPES, TrainConfig, Trainer
 from torch_wge.training import trainer as trainer_module
+from torch_wge.training.trainer import TrainingError
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 
@@ -230,6 +231,12 @@ def test_time_limit_stops_validates_and_evaluates_and_the_run_resumes(data, tmp_
     assert result["epochs_trained"] == stopped and result["best_epoch"] == stopped
     assert result["test"]["metrics"]["both"]["mrr"] > 0
 
+    # resumed with a limit the run has already used up: refused, naming the minutes trained
+    trained = [r for r in records if r["event"] == "eval"][-1]["wall_seconds"] / 60
+    with pytest.raises(TrainingError, match=rf"--time-limit 0\.5: .* trained {trained:.1f} minutes already"):
+        Trainer(
+            small(recipe="paper", lr=0.01, epochs=50, eval_every=100, time_limit=0.5), data, tmp_path, progress=False
+        ).fit(resume=True)
     resumed = Trainer(
         small(recipe="paper", lr=0.01, epochs=stopped + 2, eval_every=100), data, tmp_path, progress=False
     ).fit(resume=True)

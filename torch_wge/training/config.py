@@ -199,8 +199,9 @@ class TrainConfig:
     patience: Optional[int] = setting(None, "stop after this many validations without improvement (default: never)")
     time_limit: Optional[float] = setting(
         None,
-        "stop training after the epoch in which this many minutes of training and validation have passed, "
-        "then evaluate the best checkpoint (a stopped run resumes with --resume) (default: no limit)",
+        "stop training after the epoch in which the run's training and validation, all its sessions "
+        "together, have taken this many minutes, then evaluate the best checkpoint (a stopped run resumes "
+        "with --resume and a larger limit or none) (default: no limit)",
     )
     precision: str = setting(
         "float32",

@@ -29,7 +29,8 @@ from torch_wge.training.trackers import Tracker
 
 
 class TrainingError(RuntimeError):
-    """A run that cannot go on (its loss is no longer finite)."""
+    """A run that cannot go on (its loss is no longer finite, or it resumes with a time limit it has
+    used up)."""
 
 
 class Trainer:
@@ -344,8 +345,14 @@ class Trainer:
         state = self.dist.on_main(lambda: self._open_run_folder(resume, overwrite))
         if state is not None:  # resumed
             self._restore(state, self.out_dir / "last.pt")
-        self.log.start(self.config.to_dict(), self.epoch)
         cfg = self.config
+        if state is not None and self.epoch < cfg.epochs and self._out_of_time():
+            raise TrainingError(
+                f"--time-limit {cfg.time_limit:g}: the run in {self.out_dir} has trained "
+                f"{self.wall_seconds / 60:.1f} minutes already (the limit counts all its sessions); "
+                f"give a larger limit or none to resume it"
+            )
+        self.log.start(self.config.to_dict(), self.epoch)
         show = self.progress and self.dist.is_main
         if show:
             tqdm.write(self._banner(resume), file=sys.stderr)
