@@ -98,6 +98,14 @@ def cpu_model() -> str:
     return f"{model} ({', '.join(extensions)})" if extensions else model
 
 
+def machine() -> Dict[str, Any]:
+    """The CPU, its core count and, where CUDA is there, the GPU."""
+    out: Dict[str, Any] = {"cpu": cpu_model(), "cpus": os.cpu_count()}
+    if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
+        out["gpu"] = sys.modules["torch"].cuda.get_device_name()
+    return out
+
+
 def script_command() -> str:
     """The command that runs this script with this process's arguments, from the checkout's root."""
     return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
@@ -114,7 +122,7 @@ def write_record(path: Union[str, Path], benchmark: str, fields: Dict[str, Any])
     header = {
         "benchmark": benchmark,
         "command": script_command(),
-        "machine": {"cpu": cpu_model(), "cpus": os.cpu_count()},
+        "machine": machine(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git": git_state(),
         **measured_code(),

@@ -19,7 +19,8 @@
 # 2. FB15k-237 under the large recipe's step (256 channels, batch 1024, sampled softmax over 2000
 #    candidates): seconds per epoch from 40 batches and the kernel launches per batch, eager (and the
 #    baseline's epoch, when data/baseline holds one);
-# 3. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
+# 3. where that step waits for the GPU: its host synchronisations, by line (gpu_syncs.py);
+# 4. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu-first-call}"
 mkdir -p "$OUT"
@@ -42,17 +43,19 @@ step() {  # step NAME SECONDS COMMAND...: runs COMMAND with a time limit, its ou
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/machine.txt" 2>&1
 python3 -c "import torch, torch_geometric; print('torch', torch.__version__, 'torch_geometric', torch_geometric.__version__)" \
     >> "$OUT/machine.txt" 2>&1
-step cuda-tests 150 python3 -m pytest -q -p no:cacheprovider tests/training/test_cuda.py
+step cuda-tests 100 python3 -m pytest -q -p no:cacheprovider tests/training/test_cuda.py
 baseline=()
 [ -f data/baseline/torch_wge/__init__.py ] && baseline=(--baseline data/baseline)
-step fb15k-237-large-eager 270 python3 benchmarks/bench_speed.py --dataset fb15k-237 --data-dir data/datasets \
+step fb15k-237-large-eager 150 python3 benchmarks/bench_speed.py --dataset fb15k-237 --data-dir data/datasets \
     "${baseline[@]}" --only wge --device cuda --objective softmax --candidates 2000 --batch-size 1024 --max-batches 40 \
     --epochs-timed 3 --eval-repeats 1 --profile 8 --profile-rows 15 --json "$OUT/fb15k-237-large-eager.json"
-step codex-s-example 120 python3 examples/link_pred_codex.py --dataset codex-s --root data/root --epochs 20 --device cuda
+step fb15k-237-large-syncs 75 python3 benchmarks/gpu_syncs.py --dataset fb15k-237 --data-dir data/datasets \
+    --candidates 2000 --json "$OUT/fb15k-237-large-syncs.json"
+step codex-s-example 60 python3 examples/link_pred_codex.py --dataset codex-s --root data/root --epochs 20 --device cuda
 
 cat "$OUT/machine.txt"
-for name in cuda-tests fb15k-237-large-eager codex-s-example; do
+for name in cuda-tests fb15k-237-large-eager fb15k-237-large-syncs codex-s-example; do
     echo "== $name"
-    tail -n 4 "$OUT/$name.txt"
+    tail -n 12 "$OUT/$name.txt"
 done
 cat "$OUT/summary.txt"
