@@ -937,12 +937,11 @@ def main() -> None:
                 limit = args.pykeen_max_batches if args.pykeen_max_batches is not None else args.max_batches
                 results["pykeen"] = run_worker(args, "pykeen", python=python, extra=["--max-batches", str(limit)])
         if args.profile:
-            results["profile"] = run_worker(
-                args,
-                "profile",
-                extra=["--profile", str(args.profile), "--profile-rows", str(args.profile_rows)]
-                + (["--profile-shapes"] if args.profile_shapes else []),
-            )
+            extra = ["--profile", str(args.profile), "--profile-rows", str(args.profile_rows)]
+            extra += ["--profile-shapes"] if args.profile_shapes else []
+            if args.baseline:  # the kernels a step launches, before and after, in one run
+                results["profile@baseline"] = run_worker(args, "profile", extra=extra, pythonpath=args.baseline)
+            results["profile"] = run_worker(args, "profile", extra=extra)
 
     # ------------------------------------------------------------ analysis
     c, k = 4 * args.hidden_channels, args.layers

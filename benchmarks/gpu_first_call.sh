@@ -8,12 +8,12 @@
 #   mkdir -p data/datasets && cp -r ../shared/datasets/{codex-s,fb15k-237} data/datasets/
 # then run `bash benchmarks/gpu_first_call.sh` there, carrying data/ (a copy of about 24 MB).
 # To time an earlier commit beside this one in the same run (step 2), check it out under data/ too:
-#   git worktree add --detach data/baseline <commit>
+#   mkdir -p data/baseline && git archive <commit> torch_wge | tar -x -C data/baseline
 # (its torch_wge then runs the same epoch, imported through PYTHONPATH, as `wge@baseline`).
 # On the GPU machine torch and torch_geometric come with its python3 and nothing can be installed,
 # so the package is imported from the checkout (PYTHONPATH) instead of being installed. Each step
 # has its own time limit; the outputs land in $OUT (default /tmp/gpu-first-call), with a table of
-# what each step printed last.
+# what each step printed last. STEPS="cuda-tests fb15k-237-large-eager" runs only the steps named.
 #
 # 1. the CUDA tests (training, resuming and evaluation equal the CPU's);
 # 2. FB15k-237 under the large recipe's step (256 channels, batch 1024, sampled softmax over 2000
@@ -34,6 +34,7 @@ mkdir -p data/root/codex-s/raw && cp data/datasets/codex-s/* data/root/codex-s/r
 step() {  # step NAME SECONDS COMMAND...: runs COMMAND with a time limit, its output in $OUT/NAME.txt
     local name=$1 limit=$2
     shift 2
+    [[ -n "${STEPS:-}" && " $STEPS " != *" $name "* ]] && return  # STEPS="NAME ...": only these steps
     local start=$SECONDS
     timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
     echo "$name: exit $? after $((SECONDS - start)) s" >> "$OUT/summary.txt"
@@ -55,6 +56,7 @@ step codex-s-example 60 python3 examples/link_pred_codex.py --dataset codex-s --
 
 cat "$OUT/machine.txt"
 for name in cuda-tests fb15k-237-large-eager fb15k-237-large-syncs codex-s-example; do
+    [ -f "$OUT/$name.txt" ] || continue
     echo "== $name"
     tail -n 12 "$OUT/$name.txt"
 done

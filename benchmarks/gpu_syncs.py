@@ -19,7 +19,6 @@ Needs CUDA. Example (FB15k-237 under the large recipe's step)::
 
 import argparse
 import collections
-import json
 import shutil
 import sys
 import tempfile
@@ -28,7 +27,6 @@ import warnings
 from pathlib import Path
 
 import torch
-
 from bench_speed import DEFAULT_DATA, limit_batches, prepare_root, write_record
 
 
@@ -66,7 +64,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("gpu_syncs.py: needs CUDA")
 
-    from torch_wge.training import Trainer, TrainConfig, load_data
+    from torch_wge.training import TrainConfig, Trainer, load_data
 
     tmp = Path(tempfile.mkdtemp(prefix="gpu_syncs_"))
     try:
@@ -92,8 +90,11 @@ def main() -> None:
     for site, count in sites.items():
         print(f"  {count:6.2f}  {site}")
     if args.json:
-        write_record(args.json, "gpu_syncs", {"config": vars(args) | {"data_dir": str(args.data_dir)},
-                                              "per_batch": total, "sites": sites})
+        write_record(
+            args.json,
+            "gpu_syncs",
+            {"config": vars(args) | {"data_dir": str(args.data_dir)}, "per_batch": total, "sites": sites},
+        )
         print(f"wrote {args.json}", file=sys.stderr)
 
 

@@ -232,18 +232,8 @@ def sampled_wge_and_batch(num_candidates):
     return model, model.graph_inputs(data), heads, relations, positives
 
 
-def test_sampled_softmax_matches_dense_float64_reference():
-    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=6)
-    torch.manual_seed(42)
-    loss = model.query_loss(model.encode(**inputs), heads, relations, positives)
-    loss.backward()
-    grads = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-
-    # the reference: the same draw, every logit over the candidates in float64, autograd
-    torch.manual_seed(42)
-    candidates = torch.unique(torch.cat([positives[1], torch.randperm(40)[:6]]))
-    assert 6 <= len(candidates) < 40
+def sampled_softmax_reference(model, inputs, heads, relations, positives, candidates):
+    """The sampled softmax loss over ``candidates``, every logit in float64, for autograd."""
     encoded = model.encode(**inputs)
     queries = model.queries(encoded, heads, relations)
     eps, reference = model.label_smoothing, 0.0
@@ -256,10 +246,36 @@ def test_sampled_softmax_matches_dense_float64_reference():
             - eps / len(candidates) * logits[rows].sum(dim=1)
         )
         reference = reference + weight * per_pair.mean()
+    return reference
+
+
+def test_sampled_softmax_matches_dense_float64_reference():
+    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=6)
+    torch.manual_seed(42)
+    loss = model.query_loss(model.encode(**inputs), heads, relations, positives)
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+
+    # the reference: the same draw, every logit over the candidates in float64, autograd
+    torch.manual_seed(42)
+    candidates = torch.unique(torch.cat([positives[1], torch.randperm(40)[:6]]))
+    assert 6 <= len(candidates) < 40
+    reference = sampled_softmax_reference(model, inputs, heads, relations, positives, candidates)
     reference.backward()
     assert torch.allclose(loss, reference, atol=1e-12)
     for grad, p in zip(grads, model.parameters()):
         assert torch.allclose(grad, p.grad, atol=1e-12)
+
+
+def test_sampled_softmax_takes_candidates_drawn_beforehand():
+    # the trainer draws a GPU batch's candidates on the CPU and hands them over with the batch
+    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=6)
+    candidates = torch.unique(torch.cat([positives[1], torch.tensor([0, 2, 5, 33, 2])]))
+    positions = torch.searchsorted(candidates, positives[1])
+    loss = model.query_loss(model.encode(**inputs), heads, relations, positives, candidates=(candidates, positions))
+    reference = sampled_softmax_reference(model, inputs, heads, relations, positives, candidates)
+    assert torch.allclose(loss, reference, atol=1e-12)
 
 
 def test_sampled_softmax_with_every_entity_drawn_is_the_exact_objective():

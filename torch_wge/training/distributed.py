@@ -286,7 +286,9 @@ class BatchLoss(torch.nn.Module):
             matmuls (see :meth:`WGE.query_loss`). (default: :obj:`None`)
 
     Shapes:
-        - **input:** ``heads [B_j]``, ``relations [B_j]``, ``positives [2, P_j]``
+        - **input:** ``heads [B_j]``, ``relations [B_j]``, ``positives [2, P_j]``,
+          a float ``scale`` and optionally ``candidates`` (``[M]``, ``[P_j]``, see
+          :meth:`WGE.query_loss`)
         - **output:** a scalar
     """
 
@@ -296,11 +298,18 @@ class BatchLoss(torch.nn.Module):
         self.graph_inputs = graph_inputs
         self.matmul_dtype = matmul_dtype
 
-    def forward(self, heads: Tensor, relations: Tensor, positives: Tensor, scale: float = 1.0) -> Tensor:
+    def forward(
+        self,
+        heads: Tensor,
+        relations: Tensor,
+        positives: Tensor,
+        scale: float = 1.0,
+        candidates: Optional[Tuple[Tensor, Tensor]] = None,
+    ) -> Tensor:
         encoded = self.model.encode(**self.graph_inputs)
         if heads.numel() == 0:
             return self.model.layer_scores(encoded, heads, relations).sum() * 0.0
-        loss = self.model.query_loss(encoded, heads, relations, positives, self.matmul_dtype)
+        loss = self.model.query_loss(encoded, heads, relations, positives, self.matmul_dtype, candidates)
         return loss if scale == 1.0 else loss * scale
 
 

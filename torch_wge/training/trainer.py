@@ -2,9 +2,10 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Union, cast
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union, cast
 
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
@@ -12,6 +13,7 @@ from torch_wge import __version__, io
 from torch_wge.data import unseen_triples
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.nn import WGE
+from torch_wge.nn.decoders.loss import sample_candidates
 from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.training import validation
 from torch_wge.training.checkpoint import CheckpointError, save_checkpoint, triples_fingerprint
@@ -199,14 +201,14 @@ class Trainer:
             torch.manual_seed(dropout_seed(self.config.seed, self.epoch, self.dist.rank))
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.learning_rate(self.epoch)
-        total, batches = 0.0, 0
+        # the summed loss stays on the device: reading it each step would make a GPU's host wait
+        total, batches = torch.zeros((), dtype=torch.float64, device=self.device), 0
         with float32_matmul_precision(self.config.precision):
             for chunk in self.queries.batch_indices(self.config.batch_size, self.generator):
                 start, stop = self.dist.shard(chunk.numel())
-                heads, relations, positives = self.queries.batch(chunk[start:stop])
-                heads, relations, positives = (t.to(self.device) for t in (heads, relations, positives))
+                batch = self._batch(chunk[start:stop])
                 scale = world * (stop - start) / chunk.numel() if world > 1 else 1.0
-                loss = self.loss_module(heads, relations, positives, scale)
+                loss = self.loss_module(*batch[:3], scale, batch[3:] or None)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if self.config.grad_clip > 0:
@@ -214,11 +216,25 @@ class Trainer:
                 self.optimizer.step()
                 if self.ema is not None:
                     self.ema.update(self.model)
-                total += loss.item()
+                total += loss.detach()
                 batches += 1
         # the global batch's loss is the mean of the processes' scaled losses
-        total = self.dist.sum(total) / world
-        return total / max(batches, 1)
+        return self.dist.sum(total.item()) / world / max(batches, 1)
+
+    def _batch(self, index: Tensor) -> Tuple[Tensor, ...]:
+        """The training queries ``index`` on the device: ``heads``, ``relations``,
+        ``positives`` and, where the model samples candidates and the device is
+        not the CPU, the candidates drawn on the CPU and the answers' positions
+        among them (see :meth:`WGE.query_loss`). Off the CPU they travel as one
+        buffer, on CUDA pinned and copied without waiting for the device."""
+        batch: Tuple[Tensor, ...] = self.queries.batch(index)
+        if self.device.type == "cpu":
+            return batch
+        if self.model.num_candidates is not None and index.numel() > 0:
+            batch += sample_candidates(batch[2][1], self.model.num_entities, self.model.num_candidates)
+        flat = torch.cat([t.reshape(-1) for t in batch])
+        flat = (flat.pin_memory() if self.device.type == "cuda" else flat).to(self.device, non_blocking=True)
+        return tuple(part.view(t.shape) for part, t in zip(flat.split([t.numel() for t in batch]), batch))
 
     @property
     def evaluated_model(self) -> WGE:

@@ -66,8 +66,10 @@ def _cross_entropy_chunk(
 
 
 def _answer_counts(logits: Tensor, rows: Tensor) -> Tensor:
-    """``[c, 1]``: the number of positive pairs of each row of the chunk."""
-    return torch.bincount(rows, minlength=logits.size(0)).to(logits.dtype).unsqueeze(1)
+    """``[c, 1]``: the number of positive pairs of each row of the chunk (counted by
+    ``index_add_``, whose output size is known without reading ``rows``: no wait on a GPU)."""
+    counts = logits.new_zeros(logits.size(0), 1)
+    return counts.index_add_(0, rows, logits.new_ones(rows.numel(), 1))
 
 
 def _softmax_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
@@ -162,11 +164,14 @@ class _FusedOneToNLoss(torch.autograd.Function):
         order = torch.argsort(rows, stable=True)
         rows, cols = rows[order], cols[order]
         normaliser = max(count_examples(num_queries, num_entities, rows), 1)
-        scale = (layer_weights.to(queries.dtype) / normaliser).tolist()
+        scale = layer_weights.to(queries.dtype) / normaliser  # [L], left on the device
         chunk_elements = CHUNK_ELEMENTS if queries.device.type == "cpu" else GPU_CHUNK_ELEMENTS
         chunk_rows = max(1, min(num_queries, max(MIN_CHUNK_ROWS, chunk_elements // max(num_entities, 1))))
-        starts = torch.arange(0, num_queries + chunk_rows, chunk_rows, device=rows.device)
-        bounds = torch.searchsorted(rows, starts).tolist()
+        if chunk_rows >= num_queries:  # one chunk, as on a GPU: its pairs are all, known without a wait
+            bounds = [0, rows.numel()]
+        else:
+            starts = torch.arange(0, num_queries + chunk_rows, chunk_rows, device=rows.device)
+            bounds = torch.searchsorted(rows, starts).tolist()
 
         buffer = queries.new_empty(chunk_rows, num_entities)
         grad_queries = torch.empty_like(queries)

@@ -1,5 +1,5 @@
 from dataclasses import dataclass, field
-from typing import List, Optional, cast
+from typing import List, Optional, Tuple, cast
 
 import torch
 from torch import Tensor
@@ -368,6 +368,7 @@ class WGE(torch.nn.Module):
         relations: Tensor,
         positives: Tensor,
         matmul_dtype: Optional[torch.dtype] = None,
+        candidates: Optional[Tuple[Tensor, Tensor]] = None,
     ) -> Tensor:
         r"""The training loss of a batch of 1-N queries
         ``(heads[b], relations[b])`` (relation ids in :math:`[0, 2R)`), what
@@ -390,11 +391,19 @@ class WGE(torch.nn.Module):
                 matmuls (e.g. :obj:`torch.bfloat16`), see
                 :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`.
                 (default: :obj:`None`, the parameters' dtype)
+            candidates (Tuple[Tensor, Tensor], optional): With
+                :obj:`num_candidates`, the batch's candidates and the position
+                of each answer among them, :func:`~torch_wge.nn.decoders.loss.sample_candidates`
+                of ``positives[1]`` drawn beforehand: on the CPU, before the
+                batch moves to a GPU, drawing them costs the GPU no wait.
+                (default: :obj:`None`, drawn here)
         """
         if self.num_candidates is not None and self.training:
-            candidates, positions = sample_candidates(positives[1], self.num_entities, self.num_candidates)
+            if candidates is None:
+                candidates = sample_candidates(positives[1], self.num_entities, self.num_candidates)
+            candidate_index, positions = candidates
             # each layer's candidate rows, [K + 1, n, C]: all layers' entities are never stacked
-            entities = torch.stack([x.index_select(0, candidates) for x in encoded.entities])
+            entities = torch.stack([x.index_select(0, candidate_index) for x in encoded.entities])
             scored = torch.stack([positives[0], positions])
         else:
             entities, scored = torch.stack(encoded.entities), positives
@@ -433,7 +442,7 @@ class WGE(torch.nn.Module):
         relations are scored with one matmul ``[T, C] @ [C, 2R]``."""
         rows, tails = positives
         losses = []
-        for weight, x, rel in zip(self.layer_weights.tolist(), encoded.entities, encoded.relations):
+        for weight, x, rel in zip(self.layer_weights.unbind(), encoded.entities, encoded.relations):
             pair = hamilton_product(quaternion_conjugate(x.index_select(0, heads[rows])), x.index_select(0, tails))
             logits = pair @ normalize_quaternion(rel).t()  # [T, 2R]
             losses.append(weight * torch.nn.functional.cross_entropy(logits, relations[rows]))
