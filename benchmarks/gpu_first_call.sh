@@ -12,15 +12,18 @@
 # (its torch_wge then runs the same epoch, imported through PYTHONPATH, as `wge@baseline`).
 # On the GPU machine torch and torch_geometric come with its python3 and nothing can be installed,
 # so the package is imported from the checkout (PYTHONPATH) instead of being installed. Each step
-# has its own time limit; the outputs land in $OUT (default /tmp/gpu-first-call), with a table of
-# what each step printed last. STEPS="cuda-tests fb15k-237-large-eager" runs only the steps named.
+# has its own time limit; the outputs land in $OUT (default /tmp/gpu-first-call): the JSON records,
+# machine.txt, summary.txt and the steps' console outputs packed in steps.tar.gz (a call returns at
+# most 8 files); the command prints what each step printed last. STEPS="cuda-tests fb15k-237-large-eager" runs only the steps named.
 #
 # 1. the CUDA tests (training, resuming and evaluation equal the CPU's);
 # 2. FB15k-237 under the large recipe's step (256 channels, batch 1024, sampled softmax over 2000
 #    candidates): seconds per epoch from 40 batches and the kernel launches per batch, eager (and the
 #    baseline's epoch, when data/baseline holds one);
-# 3. where that step waits for the GPU: its host synchronisations, by line (gpu_syncs.py);
-# 4. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
+# 3. the same with the encoder under torch.compile(mode="reduce-overhead") (CUDA graphs of the
+#    encoder, whose shapes never change; its last loss and MRR against the eager step's);
+# 4. where that step waits for the GPU: its host synchronisations, by line (gpu_syncs.py);
+# 5. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu-first-call}"
 mkdir -p "$OUT"
@@ -50,14 +53,19 @@ baseline=()
 step fb15k-237-large-eager 150 python3 benchmarks/bench_speed.py --dataset fb15k-237 --data-dir data/datasets \
     "${baseline[@]}" --only wge --device cuda --objective softmax --candidates 2000 --batch-size 1024 --max-batches 40 \
     --epochs-timed 3 --eval-repeats 1 --profile 8 --profile-rows 15 --json "$OUT/fb15k-237-large-eager.json"
+step fb15k-237-large-compiled 150 python3 benchmarks/bench_speed.py --dataset fb15k-237 --data-dir data/datasets \
+    --only wge --device cuda --objective softmax --candidates 2000 --batch-size 1024 --max-batches 40 \
+    --epochs-timed 3 --eval-repeats 1 --compile-encoder reduce-overhead --json "$OUT/fb15k-237-large-compiled.json"
 step fb15k-237-large-syncs 75 python3 benchmarks/gpu_syncs.py --dataset fb15k-237 --data-dir data/datasets \
     --candidates 2000 --json "$OUT/fb15k-237-large-syncs.json"
 step codex-s-example 60 python3 examples/link_pred_codex.py --dataset codex-s --root data/root --epochs 20 --device cuda
 
+# at most 8 files come back from a call: the steps' console outputs travel as one archive
+(cd "$OUT" && ls ./*.txt | grep -v -e summary.txt -e machine.txt | xargs tar -czf steps.tar.gz --remove-files)
 cat "$OUT/machine.txt"
-for name in cuda-tests fb15k-237-large-eager fb15k-237-large-syncs codex-s-example; do
-    [ -f "$OUT/$name.txt" ] || continue
+for name in cuda-tests fb15k-237-large-eager fb15k-237-large-compiled fb15k-237-large-syncs codex-s-example; do
+    tar -xzOf "$OUT/steps.tar.gz" "./$name.txt" > /tmp/step.txt 2>/dev/null || continue
     echo "== $name"
-    tail -n 12 "$OUT/$name.txt"
+    tail -n 12 /tmp/step.txt
 done
 cat "$OUT/summary.txt"
