@@ -98,7 +98,7 @@ def main() -> None:
         model.train()
         for group in optimizer.param_groups:  # warm-up and cosine decay, or constant
             group["lr"] = config.learning_rate(epoch)
-        total = 0.0
+        total = torch.zeros((), device=device)  # summed on the device: loss.item() would wait for a GPU
         for index in queries.batch_indices(config.batch_size, shuffle):
             heads, relations, positives = (t.to(device) for t in queries.batch(index))
             encoded = model.encode(**graph)  # the whole graph, every layer
@@ -108,8 +108,8 @@ def main() -> None:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
-            total += loss.item()
-        return total / queries.num_batches(config.batch_size)
+            total += loss.detach()
+        return total.item() / queries.num_batches(config.batch_size)
 
     @torch.no_grad()
     def evaluate(split: str):
