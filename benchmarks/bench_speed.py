@@ -19,7 +19,9 @@ figures do not mix):
   ``quate`` again with the ``torch_wge`` of another checkout (an earlier
   commit, e.g. made with ``git worktree add DIR COMMIT``), measured in the
   same run, so that the speed-up over it is a ratio of one machine and one
-  session. Each baseline configuration runs right before its current one.
+  session. Each baseline configuration runs right before its current one,
+  and with ``--profile`` the baseline's batches are profiled too
+  (``profile@baseline``: the kernels a step launches before and after).
 
 Reported per configuration: seconds per training epoch (median of
 ``--epochs-timed`` epochs after one warm-up epoch; with ``--max-batches n``
