@@ -303,23 +303,27 @@ def worker_matmul(args) -> Dict[str, Any]:
     return {"gflops": gflops, "info_gflops": info, "threads": torch.get_num_threads()}
 
 
-def compile_encoder(trainer, mode: Optional[str]) -> None:
-    """With ``--compile-encoder MODE``, ``torch.compile`` of the trainer's encoder pass (``mode``
-    ``"default"``, ``"reduce-overhead"``: CUDA graphs on a GPU, or ``"max-autotune"``): an
-    experiment with the encoder, whose shapes do not change between steps, ahead of any such option
-    in torch_wge. The first (warm-up) epoch then includes the compilation."""
-    if not mode:
-        return
+def compile_parts(trainer, args) -> None:
+    """With ``--compile-encoder MODE`` and ``--compile-queries MODE``, ``torch.compile`` of the
+    model's encoder pass and of its decoders' queries (``mode`` ``"default"``,
+    ``"reduce-overhead"``: CUDA graphs on a GPU, or ``"max-autotune"``): an experiment with the parts
+    of a step whose shapes do not change between steps, ahead of any such option in torch_wge. The
+    first (warm-up) epoch then includes the compilation. Compiled dropout draws other numbers than
+    eager dropout, so only the encoder (which has none) computes what the eager step does."""
     import torch
 
-    compiled = torch.compile(trainer.model.encode, mode=mode)
+    for name, mode in (("encode", args.compile_encoder), ("queries", args.compile_queries)):
+        if not mode:
+            continue
+        compiled = torch.compile(getattr(trainer.model, name), mode=mode)
+        if name == "encode":  # a step's first part: CUDA-graph trees may reuse the last step's memory
 
-    def encode(*args, **kwargs):
-        # each call is a new step: CUDA-graph trees may then reuse the last step's output memory
-        torch.compiler.cudagraph_mark_step_begin()
-        return compiled(*args, **kwargs)
+            def encode(*inputs, compiled=compiled, **kwargs):
+                torch.compiler.cudagraph_mark_step_begin()
+                return compiled(*inputs, **kwargs)
 
-    trainer.model.encode = encode
+            compiled = encode
+        setattr(trainer.model, name, compiled)
 
 
 def worker_torch_wge(args) -> Dict[str, Any]:
@@ -332,7 +336,7 @@ def worker_torch_wge(args) -> Dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="bench_speed_")
     try:
         trainer = Trainer(config, data, out_dir=tmp, progress=False)
-        compile_encoder(trainer, args.compile_encoder)
+        compile_parts(trainer, args)
         num_queries = len(trainer.queries)
         num_batches = trainer.queries.num_batches(config.batch_size)
         per_unit = limit_batches(trainer, args.max_batches, config.batch_size)
@@ -422,7 +426,7 @@ def worker_profile(args) -> Dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="bench_speed_")
     try:
         trainer = Trainer(config, data, out_dir=tmp, progress=False)
-        compile_encoder(trainer, args.compile_encoder)
+        compile_parts(trainer, args)
         limit_batches(trainer, args.profile, config.batch_size)
         trainer.train_epoch()  # warm-up
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
@@ -725,6 +729,8 @@ def run_worker(
         args.precision,
         "--compile-encoder",
         args.compile_encoder,
+        "--compile-queries",
+        args.compile_queries,
         "--layers",
         str(0 if kind in ("quate", "pykeen") else args.layers),
         "--tmp",
@@ -840,7 +846,12 @@ def main() -> None:
         "--compile-encoder",
         default="",
         help="torch.compile the WGE encoder pass with this mode (default, reduce-overhead, max-autotune); "
-        "an experiment, see compile_encoder (default: eager)",
+        "an experiment, see compile_parts (default: eager)",
+    )
+    parser.add_argument(
+        "--compile-queries",
+        default="",
+        help="torch.compile the decoders' queries with this mode, as --compile-encoder (default: eager)",
     )
     parser.add_argument(
         "--precision", default="float32", help="TrainConfig.precision of torch_wge: float32, tf32 or bf16"
