@@ -22,7 +22,8 @@
 #    baseline's epoch, when data/baseline holds one);
 # 3. the same with the encoder under torch.compile(mode="reduce-overhead") (CUDA graphs of the
 #    encoder, whose shapes never change; its last loss and MRR against the eager step's), then with
-#    the decoders' queries compiled too (their dropout then draws other numbers);
+#    the decoders' queries compiled too (their dropout then draws other numbers), and the whole step
+#    as one CUDA graph (gpu_graph_step.py: all entities scored, pairs padded; checked in float64);
 # 4. where that step waits for the GPU: its host synchronisations, by line (gpu_syncs.py);
 # 5. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
 set -uo pipefail
@@ -61,6 +62,8 @@ step fb15k-237-large-compiled-queries 150 python3 benchmarks/bench_speed.py --da
     --only wge --device cuda --objective softmax --candidates 2000 --batch-size 1024 --max-batches 40 \
     --epochs-timed 3 --eval-repeats 1 --compile-encoder reduce-overhead --compile-queries reduce-overhead \
     --json "$OUT/fb15k-237-large-compiled-queries.json"
+step fb15k-237-graph-step 150 python3 benchmarks/gpu_graph_step.py --dataset fb15k-237 --data-dir data/datasets \
+    --device cuda --json "$OUT/fb15k-237-graph-step.json"
 step fb15k-237-large-syncs 75 python3 benchmarks/gpu_syncs.py --dataset fb15k-237 --data-dir data/datasets \
     --candidates 2000 --json "$OUT/fb15k-237-large-syncs.json"
 step codex-s-example 60 python3 examples/link_pred_codex.py --dataset codex-s --root data/root --epochs 20 --device cuda
@@ -69,7 +72,7 @@ step codex-s-example 60 python3 examples/link_pred_codex.py --dataset codex-s --
 (cd "$OUT" && ls ./*.txt | grep -v -e summary.txt -e machine.txt | xargs tar -czf steps.tar.gz --remove-files)
 cat "$OUT/machine.txt"
 for name in cuda-tests fb15k-237-large-eager fb15k-237-large-compiled fb15k-237-large-compiled-queries \
-    fb15k-237-large-syncs codex-s-example; do
+    fb15k-237-graph-step fb15k-237-large-syncs codex-s-example; do
     tar -xzOf "$OUT/steps.tar.gz" "./$name.txt" > /tmp/step.txt 2>/dev/null || continue
     echo "== $name"
     tail -n 12 /tmp/step.txt
