@@ -12,9 +12,11 @@
 # (its torch_wge then runs the same epoch, imported through PYTHONPATH, as `wge@baseline`).
 # On the GPU machine torch and torch_geometric come with its python3 and nothing can be installed,
 # so the package is imported from the checkout (PYTHONPATH) instead of being installed. Each step
-# has its own time limit; the outputs land in $OUT (default /tmp/gpu-first-call): the JSON records,
-# machine.txt, summary.txt and the steps' console outputs packed in steps.tar.gz (a call returns at
-# most 8 files); the command prints what each step printed last. STEPS="cuda-tests fb15k-237-large-eager" runs only the steps named.
+# has its own time limit; the outputs land in $OUT (default /tmp/gpu-first-call): machine.txt,
+# summary.txt and steps.tar.gz, which holds each step's console output and JSON record (a call
+# returns at most 8 files); the command prints what each step printed last.
+# STEPS="cuda-tests fb15k-237-large-eager" runs only the steps named. A copy of the research code
+# (https://github.com/vinhsuhi/WGE) under data/research adds its epoch beside torch_wge's.
 #
 # 1. the CUDA tests (training, resuming and evaluation equal the CPU's);
 # 2. FB15k-237 under the large recipe's step (256 channels, batch 1024, sampled softmax over 2000
@@ -24,6 +26,8 @@
 #    encoder, whose shapes never change; its last loss and MRR against the eager step's), then with
 #    the decoders' queries compiled too (their dropout then draws other numbers), and the whole step
 #    as one CUDA graph (gpu_graph_step.py: all entities scored, pairs padded; checked in float64);
+#    the research code beside torch_wge on CoDEx-S, when a checkout of it is under data/research
+#    (bench_research_code.py; scipy is on the GPU machine's image);
 # 4. where that step waits for the GPU: its host synchronisations, by line (gpu_syncs.py);
 # 5. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
 set -uo pipefail
@@ -64,16 +68,19 @@ step fb15k-237-large-compiled-queries 150 python3 benchmarks/bench_speed.py --da
     --json "$OUT/fb15k-237-large-compiled-queries.json"
 step fb15k-237-graph-step 150 python3 benchmarks/gpu_graph_step.py --dataset fb15k-237 --data-dir data/datasets \
     --device cuda --json "$OUT/fb15k-237-graph-step.json"
+[ -f data/research/main.py ] && step research-code 120 python3 benchmarks/bench_research_code.py \
+    --research-code data/research --dataset codex-s --data-dir data/datasets --device cuda --threads 2 \
+    --rounds 1 --epochs 3 --json "$OUT/research-code.json"
 step fb15k-237-large-syncs 75 python3 benchmarks/gpu_syncs.py --dataset fb15k-237 --data-dir data/datasets \
     --candidates 2000 --json "$OUT/fb15k-237-large-syncs.json"
 step codex-s-example 60 python3 examples/link_pred_codex.py --dataset codex-s --root data/root --epochs 20 --device cuda
 
-# at most 8 files come back from a call: the steps' console outputs travel as one archive
-(cd "$OUT" && ls ./*.txt | grep -v -e summary.txt -e machine.txt | xargs tar -czf steps.tar.gz --remove-files)
+# at most 8 files come back from a call: the steps' outputs and records travel as one archive
+(cd "$OUT" && ls | grep -v -e summary.txt -e machine.txt | xargs tar -czf steps.tar.gz --remove-files)
 cat "$OUT/machine.txt"
 for name in cuda-tests fb15k-237-large-eager fb15k-237-large-compiled fb15k-237-large-compiled-queries \
-    fb15k-237-graph-step fb15k-237-large-syncs codex-s-example; do
-    tar -xzOf "$OUT/steps.tar.gz" "./$name.txt" > /tmp/step.txt 2>/dev/null || continue
+    fb15k-237-graph-step research-code fb15k-237-large-syncs codex-s-example; do
+    tar -xzOf "$OUT/steps.tar.gz" "$name.txt" > /tmp/step.txt 2>/dev/null || continue
     echo "== $name"
     tail -n 12 /tmp/step.txt
 done
