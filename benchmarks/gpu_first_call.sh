@@ -29,7 +29,9 @@
 #    the research code beside torch_wge on CoDEx-S, when a checkout of it is under data/research
 #    (bench_research_code.py; scipy is on the GPU machine's image);
 # 4. where that step waits for the GPU: its host synchronisations, by line (gpu_syncs.py);
-# 5. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
+# 5. `torchrun` with the nccl backend, one process on the one GPU, 3 epochs of CoDEx-S;
+# 6. the example on CoDEx-S with --device cuda over 20 epochs of the fast recipe.
+# At their time limits all steps would take about 17 minutes: name STEPS to fit one call.
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu-first-call}"
 mkdir -p "$OUT"
@@ -73,13 +75,16 @@ step fb15k-237-graph-step 150 python3 benchmarks/gpu_graph_step.py --dataset fb1
     --rounds 1 --epochs 3 --json "$OUT/research-code.json"
 step fb15k-237-large-syncs 75 python3 benchmarks/gpu_syncs.py --dataset fb15k-237 --data-dir data/datasets \
     --candidates 2000 --json "$OUT/fb15k-237-large-syncs.json"
+step torchrun-nccl 90 python3 -m torch.distributed.run --standalone --nproc_per_node 1 -m torch_wge train \
+    --dataset codex-s --root data/root --epochs 3 --eval-every 1 --device cuda --backend nccl \
+    --out /tmp/gpu-first-call-nccl --overwrite --no-progress
 step codex-s-example 60 python3 examples/link_pred_codex.py --dataset codex-s --root data/root --epochs 20 --device cuda
 
 # at most 8 files come back from a call: the steps' outputs and records travel as one archive
 (cd "$OUT" && ls | grep -v -e summary.txt -e machine.txt | xargs tar -czf steps.tar.gz --remove-files)
 cat "$OUT/machine.txt"
 for name in cuda-tests fb15k-237-large-eager fb15k-237-large-compiled fb15k-237-large-compiled-queries \
-    fb15k-237-graph-step research-code fb15k-237-large-syncs codex-s-example; do
+    fb15k-237-graph-step research-code fb15k-237-large-syncs torchrun-nccl codex-s-example; do
     tar -xzOf "$OUT/steps.tar.gz" "$name.txt" > /tmp/step.txt 2>/dev/null || continue
     echo "== $name"
     tail -n 12 /tmp/step.txt
