@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Several `torch-wge train` runs side by side on one lent GPU, within one call's time limit.
+# Several `torch-wge train` runs (or `tune` workers) side by side on one lent GPU, within one
+# call's time limit.
 #
 # A WGE step on a GPU waits on its Python side (a FB15k-237 step of the large recipe keeps an H200
 # busy for about a fifth of its time), so several runs share one GPU at little cost to each. Each
-# line of RUNS_FILE is `NAME ARGS...`: the run `torch-wge train ARGS --out $RUNS/NAME` on CUDA,
-# stopped by `--time-limit MINUTES` if it has not finished by then (it is then validated and tested
-# as any run that stops early). The datasets are read from data/datasets (ignored by git: carry
-# data/), copied into data/root/NAME/raw so that nothing is downloaded.
+# line of RUNS_FILE is `NAME COMMAND ARGS...`, COMMAND `train` or `tune`: the process
+# `torch-wge COMMAND ARGS --out $RUNS/NAME` on CUDA, with `--time-limit MINUTES` (a run then stops,
+# and is validated and tested as any run that stops early; a tune worker starts no new trial).
+# Names `NAME@1`, `NAME@2`, ... share the folder $RUNS/NAME: tune workers of one study. The
+# datasets are read from data/datasets (ignored by git: carry data/), copied into
+# data/root/DATASET/raw so that nothing is downloaded.
 #
 #   bash benchmarks/gpu_runs.sh RUNS_FILE MINUTES [THREADS]
 #
@@ -30,13 +33,18 @@ nvidia-smi dmon -s um -d 5 > "$OUT/dmon.txt" 2>&1 &
 dmon=$!
 declare -A pids
 start=$SECONDS
-while read -r name args; do
+while read -r name command args; do
     [[ -z "$name" || "$name" == \#* ]] && continue
+    if [[ "$command" != train && "$command" != tune ]]; then
+        echo "gpu_runs.sh: $runs_file: '$name $command ...': the command is train or tune" >&2
+        exit 2
+    fi
     # shellcheck disable=SC2086  # ARGS is a list of options
-    python3 -m torch_wge train $args --root data/root --device cuda --out "$RUNS/$name" --no-progress \
-        --time-limit "$minutes" --threads "$threads" > "$RUNS/$name.out" 2>&1 &
+    python3 -m torch_wge "$command" $args --root data/root --device cuda --out "$RUNS/${name%%@*}" \
+        --no-progress --time-limit "$minutes" --threads "$threads" > "$RUNS/$name.out" 2>&1 &
     pids[$name]=$!
-    echo "$name: python -m torch_wge train $args --device cuda --time-limit $minutes --threads $threads" >> "$OUT/summary.txt"
+    echo "$name: python -m torch_wge $command $args --device cuda --time-limit $minutes --threads $threads" \
+        >> "$OUT/summary.txt"
 done < "$runs_file"
 for name in "${!pids[@]}"; do
     wait "${pids[$name]}"
