@@ -7,26 +7,17 @@ takes about 14 ms. A CUDA graph replays all of a step's kernels with one
 launch, but it needs a step whose shapes never change, while a batch's positive
 pairs vary in number. Here the step scores every entity (``--candidates 0``,
 as good or better than sampled candidates on FB15k-237 at equal epochs), and
-the positive pairs are padded to a fixed count with pairs of weight 0, so that
-the 1-vs-all softmax of :func:`torch_wge.nn.decoders.one_to_n_loss`,
+the positive pairs are padded to a fixed count with pairs of weight 0
+(``WGE.query_loss(pair_weights=...)``, which leaves the softmax objective
+unchanged). The step (encoder, queries, loss, backward, gradient clipping and
+AdamW's fused, capturable update with the learning rate as a tensor) is
+captured once and replayed for each batch, whose tensors are copied into the
+graph's input buffers without waiting.
 
-.. math::
-    \\mathcal{L} = \\sum_k \\frac{\\alpha_k}{T} \\sum_{p} w_p \\left(\\log
-    \\sum_n e^{f_{k b_p n}} - (1 - \\epsilon) f_{k b_p t_p} - \\frac{\\epsilon}{N}
-    \\sum_n f_{k b_p n}\\right), \\qquad w_p \\in \\{0, 1\\},
-
-is formed with static shapes (logits ``[K + 1, B, N]``, pairs ``[P_max]``).
-The step (encoder, queries, loss, backward, gradient clipping and AdamW's
-fused, capturable update with the learning rate as a tensor) is captured once
-and replayed for each batch, whose tensors are copied into the graph's input
-buffers without waiting.
-
-``--check`` (any device, without capture): the padded loss and its gradients
-against ``one_to_n_loss``, and a few steps of the static step against the
-trainer's step with dropout off: the same parameters. On CUDA (``--device
-cuda``): the same check through the captured graph, then the seconds an epoch
-takes, eager trainer against graph replays, over the same ``--max-batches``
-batches, with their losses.
+The check (on any device; captured on CUDA): a few steps of the static step
+against the trainer's step, dropout off, in float64, by their losses. Then on
+CUDA (``--device cuda``) the seconds an epoch takes, eager trainer against
+graph replays, over the same ``--max-batches`` batches, with their losses.
 
 Example (on a GPU machine, from the repository root)::
 
@@ -49,39 +40,17 @@ from bench_speed import DEFAULT_DATA, limit_batches, prepare_root, write_record
 from torch import Tensor
 
 
-def padded_softmax_loss(
-    queries: Tensor,
-    entities: Tensor,
-    pairs: Tensor,
-    weights: Tensor,
-    inv_pairs: Tensor,
-    layer_weights: Tensor,
-    label_smoothing: float,
-) -> Tensor:
-    """The 1-vs-all softmax of every positive pair with static shapes: ``queries [L, B, C]``,
-    ``entities [L, N, C]``, ``pairs [2, P]`` (row in batch, answer), ``weights [P]`` (1 for a pair,
-    0 for padding), ``inv_pairs`` the 0-dim ``1 / T`` (``T`` real pairs), ``layer_weights [L]``."""
-    logits = torch.bmm(queries, entities.transpose(1, 2))  # [L, B, N]
-    rows, answers = pairs
-    normaliser = torch.logsumexp(logits, dim=2)  # [L, B]
-    mean_logit = logits.mean(dim=2)  # [L, B]
-    per_pair = (
-        normaliser[:, rows] - (1 - label_smoothing) * logits[:, rows, answers] - label_smoothing * mean_logit[:, rows]
-    )
-    return ((per_pair * weights).sum(dim=1) * inv_pairs * layer_weights).sum()
-
-
 class StaticBatch:
-    """The device buffers a captured step reads: heads and relations ``[B]``, pairs ``[2, P_max]``,
-    their weights ``[P_max]`` and ``1 / T``; :meth:`load` fills them from a batch without waiting."""
+    """The device buffers a captured step reads: heads and relations ``[B]``, pairs ``[2, P_max]``
+    and their weights ``[P_max]`` (0 for padding); :meth:`load` fills them from a batch without
+    waiting."""
 
     def __init__(self, batch_size: int, max_pairs: int, device: torch.device, dtype: torch.dtype = torch.float32):
         self.batch_size, self.max_pairs = batch_size, max_pairs
         self.flat = torch.zeros(2 * batch_size + 2 * max_pairs, dtype=torch.long, device=device)
         self.heads, self.relations = self.flat[:batch_size], self.flat[batch_size : 2 * batch_size]
         self.pairs = self.flat[2 * batch_size :].view(2, max_pairs)
-        self.dense = torch.zeros(max_pairs + 1, device=device, dtype=dtype)  # the weights, then 1 / T: one copy
-        self.weights, self.inv_pairs = self.dense[:-1], self.dense[-1]
+        self.weights = torch.zeros(max_pairs, device=device, dtype=dtype)
 
     def load(self, heads: Tensor, relations: Tensor, positives: Tensor) -> None:
         num_pairs = positives.size(1)
@@ -91,12 +60,12 @@ class StaticBatch:
             )
         pairs = torch.zeros(2, self.max_pairs, dtype=torch.long)
         pairs[:, :num_pairs] = positives
-        dense = torch.zeros(self.max_pairs + 1, dtype=self.dense.dtype)
-        dense[:num_pairs], dense[-1] = 1.0, 1.0 / max(num_pairs, 1)
-        pinned = self.flat.device.type == "cuda"
+        weights = torch.zeros(self.max_pairs, dtype=self.weights.dtype)
+        weights[:num_pairs] = 1.0
         flat = torch.cat([heads, relations, pairs.view(-1)])
+        pinned = self.flat.device.type == "cuda"
         self.flat.copy_(flat.pin_memory() if pinned else flat, non_blocking=True)
-        self.dense.copy_(dense.pin_memory() if pinned else dense, non_blocking=True)
+        self.weights.copy_(weights.pin_memory() if pinned else weights, non_blocking=True)
 
 
 class StaticStep:
@@ -122,16 +91,8 @@ class StaticStep:
 
     def _step(self) -> Tensor:
         encoded = self.model.encode(**self.graph_inputs)
-        queries = self.model.queries(encoded, self.batch.heads, self.batch.relations)
-        loss = padded_softmax_loss(
-            queries,
-            torch.stack(encoded.entities),
-            self.batch.pairs,
-            self.batch.weights,
-            self.batch.inv_pairs,
-            self.model.layer_weights,
-            self.model.label_smoothing,
-        )
+        batch = self.batch
+        loss = self.model.query_loss(encoded, batch.heads, batch.relations, batch.pairs, pair_weights=batch.weights)
         loss.backward()
         if self.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip, foreach=True)
@@ -188,55 +149,32 @@ def make_trainer(args, root: Path, out: Path, dropout: bool = True):
     return Trainer(config, data, out_dir=out, progress=False)
 
 
-def check(args, root: Path, tmp: Path, capture: bool) -> Dict[str, float]:
-    """In float64: the padded loss against ``one_to_n_loss``; then ``args.check_steps`` steps of the
-    static step (captured when ``capture``) against the trainer's eager step, dropout off: the
-    largest relative difference of a step's loss."""
-    from torch_wge.nn.decoders.loss import one_to_n_loss
-
+def check(args, root: Path, tmp: Path, capture: bool) -> Dict[str, object]:
+    """In float64, ``args.check_steps`` steps of the static step (captured when ``capture``)
+    against the trainer's eager step, dropout off: the largest relative difference of a step's
+    loss. Both run two more steps first: the static step's warm-up (before its capture)."""
     trainer = make_trainer(args, root, tmp / "check", dropout=False)
     trainer.model.double()  # in float64, so that Adam's normalised steps do not amplify rounding
     for name, adjacency in trainer.graph_inputs.items():  # the dict the loss module reads
         trainer.graph_inputs[name] = adjacency.double()
-    reference = copy.deepcopy(trainer.model)
+    reference = copy.deepcopy(trainer.model.state_dict())
     batches = full_batches(trainer, args.batch_size, torch.Generator().manual_seed(1))[: args.check_steps + 2]
-    max_pairs = max(b[2].size(1) for b in batches)
     device = trainer.device
 
-    # the loss alone, float64 on the CPU, one batch, padded with 7 pairs
-    heads, relations, positives = batches[0]
-    model = copy.deepcopy(reference).double().cpu().train()
-    encoded = model.encode(**{k: v.cpu() for k, v in trainer.graph_inputs.items()})
-    queries, entities = model.queries(encoded, heads, relations), torch.stack(encoded.entities)
-    expected = one_to_n_loss(queries, entities, positives, model.layer_weights, "softmax", model.label_smoothing)
-    padded = torch.cat([positives, torch.zeros(2, 7, dtype=torch.long)], dim=1)
-    weights = torch.cat([torch.ones(positives.size(1)), torch.zeros(7)]).double()
-    inv_pairs = torch.tensor(1.0 / positives.size(1), dtype=torch.float64)
-    loss = padded_softmax_loss(
-        queries, entities, padded, weights, inv_pairs, model.layer_weights, model.label_smoothing
-    )
-    grads = torch.autograd.grad(loss, (queries, entities), retain_graph=True)
-    expected_grads = torch.autograd.grad(expected, (queries, entities))
-    out = {
-        "loss_rel_diff": abs(loss.item() - expected.item()) / abs(expected.item()),
-        "grad_rel_diff": max(((g - e).norm() / e.norm()).item() for g, e in zip(grads, expected_grads)),
-    }
-
-    # steps: the trainer's eager step (fused loss, its optimiser) against the static step, whose
-    # first two batches warm it up (and, on CUDA, are run before its capture)
     eager_losses = []
     trainer.model.train()
     for heads, relations, positives in batches:
-        h, r, p = (t.to(device) for t in (heads, relations, positives))
-        loss = trainer.loss_module(h, r, p)
+        loss = trainer.loss_module(*(t.to(device) for t in (heads, relations, positives)))
         trainer.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), trainer.config.grad_clip, foreach=True)
         trainer.optimizer.step()
         eager_losses.append(loss.item())
     eager_losses = eager_losses[2:]
-    trainer.model.load_state_dict(reference.state_dict())
+
+    trainer.model.load_state_dict(reference)
     trainer.optimizer = None
+    max_pairs = max(b[2].size(1) for b in batches) + 5  # and some padding in every batch
     static = StaticStep(trainer, StaticBatch(args.batch_size, max_pairs, device, torch.float64))
     if capture:
         static.capture(batches[:2])
@@ -244,9 +182,11 @@ def check(args, root: Path, tmp: Path, capture: bool) -> Dict[str, float]:
         for batch in batches[:2]:
             static(*batch)
     static_losses = [static(*batch).item() for batch in batches[2:]]
-    out["step_loss_rel_diff"] = max(abs(a - b) / abs(b) for a, b in zip(static_losses, eager_losses))
-    out["eager_losses"], out["static_losses"] = eager_losses, static_losses
-    return out
+    return {
+        "step_loss_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(static_losses, eager_losses)),
+        "eager_losses": eager_losses,
+        "static_losses": static_losses,
+    }
 
 
 def timing(args, root: Path, tmp: Path) -> Dict[str, object]:

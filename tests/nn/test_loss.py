@@ -205,6 +205,57 @@ def test_filtered_softmax_of_a_query_every_entity_answers_is_zero():
     assert torch.isfinite(loss) and all(torch.isfinite(g).all() for g in grads)
 
 
+def reference_weighted_softmax(queries, entities, positives, weights, eps, pair_weights):
+    total = 0.0
+    for k, w in enumerate(weights):
+        log_probs = torch.log_softmax(queries[k] @ entities[k].t(), dim=-1)
+        per_pair = torch.stack([-(1 - eps) * log_probs[b, t] - eps * log_probs[b].mean() for b, t in positives.t()])
+        total = total + w * (pair_weights * per_pair).sum() / pair_weights.sum()
+    return total
+
+
+@pytest.mark.parametrize("chunk_elements, min_rows", [(1 << 19, 128), (12, 1), (6, 3)])
+def test_weighted_softmax_equals_dense_reference(monkeypatch, chunk_elements, min_rows):
+    monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(loss_module, "MIN_CHUNK_ROWS", min_rows)
+    torch.manual_seed(5)
+    queries = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
+    entities = torch.randn(3, 6, 4, dtype=torch.float64, requires_grad=True)
+    pair_weights = torch.tensor([0.5, 2.0, 0.0, 1.0, 3.0, 1.5, 0.25], dtype=torch.float64)
+    loss = one_to_n_loss(queries, entities, POSITIVES, WEIGHTS, "softmax", 0.1, pair_weights=pair_weights)
+    expected = reference_weighted_softmax(queries, entities, POSITIVES, WEIGHTS, 0.1, pair_weights)
+    grads = torch.autograd.grad(loss, (queries, entities))
+    expected_grads = torch.autograd.grad(expected, (queries, entities))
+    assert torch.allclose(loss, expected, atol=1e-12)
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert torch.allclose(grad, expected_grad, atol=1e-12)
+
+
+def test_pairs_of_weight_zero_change_nothing():
+    # padding a batch's pairs to a fixed count, as a CUDA graph of the step needs
+    torch.manual_seed(6)
+    queries = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
+    entities = torch.randn(3, 6, 4, dtype=torch.float64, requires_grad=True)
+    padded = torch.cat([POSITIVES, torch.tensor([[0, 2, 4], [0, 5, 1]])], dim=1)
+    pair_weights = torch.cat([torch.ones(7), torch.zeros(3)]).double()
+    loss = one_to_n_loss(queries, entities, POSITIVES, WEIGHTS, "softmax", 0.1)
+    padded_loss = one_to_n_loss(queries, entities, padded, WEIGHTS, "softmax", 0.1, pair_weights=pair_weights)
+    assert torch.allclose(padded_loss, loss, atol=1e-12)
+    for grad, padded_grad in zip(
+        torch.autograd.grad(loss, (queries, entities)), torch.autograd.grad(padded_loss, (queries, entities))
+    ):
+        assert torch.allclose(padded_grad, grad, atol=1e-12)
+
+
+def test_pair_weights_are_checked():
+    q, x = torch.zeros(1, 2, 4), torch.zeros(1, 3, 4)
+    positives = torch.tensor([[0, 1], [2, 0]])
+    with pytest.raises(ValueError, match="pair_weights needs objective='softmax'"):
+        one_to_n_loss(q, x, positives, torch.ones(1), "bce", pair_weights=torch.ones(2))
+    with pytest.raises(ValueError, match=r"pair_weights must be \[T\] = \[2\], got \[3\]"):
+        one_to_n_loss(q, x, positives, torch.ones(1), "softmax", pair_weights=torch.ones(3))
+
+
 def test_unknown_objective():
     with pytest.raises(ValueError, match="objective must be one of"):
         one_to_n_loss(
@@ -289,6 +340,22 @@ def test_sampled_softmax_with_every_entity_drawn_is_the_exact_objective():
     exact_eval = model.query_loss(model.encode(**inputs), heads, relations, positives)
     model.num_candidates = 3
     assert torch.allclose(model.query_loss(model.encode(**inputs), heads, relations, positives), exact_eval, atol=1e-12)
+
+
+def test_query_loss_of_a_batch_padded_with_pairs_of_weight_zero():
+    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=None)
+    loss = model.query_loss(model.encode(**inputs), heads, relations, positives)
+    padded = torch.cat([positives, torch.tensor([[0, 0, 3], [0, 0, 17]])], dim=1)
+    pair_weights = torch.cat([torch.ones(positives.size(1)), torch.zeros(3)]).double()
+    padded_loss = model.query_loss(model.encode(**inputs), heads, relations, padded, pair_weights=pair_weights)
+    assert torch.allclose(padded_loss, loss, atol=1e-12)
+    # with sampled candidates, the padding's answers would join the draw unless they are given
+    model.num_candidates = 6
+    with pytest.raises(ValueError, match="only when they are given"):
+        model.query_loss(model.encode(**inputs), heads, relations, padded, pair_weights=pair_weights)
+    model.num_candidates, model.n3_weight = None, 0.1
+    with pytest.raises(ValueError, match="no pair_weights with N3"):
+        model.query_loss(model.encode(**inputs), heads, relations, padded, pair_weights=pair_weights)
 
 
 def test_sampled_softmax_needs_the_softmax_objective():

@@ -72,13 +72,20 @@ def _answer_counts(logits: Tensor, rows: Tensor) -> Tensor:
     return counts.index_add_(0, rows, logits.new_ones(rows.numel(), 1))
 
 
-def _softmax_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+def _softmax_chunk(
+    logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float, pair_weights: Optional[Tensor] = None
+) -> Tensor:
     r"""Every positive pair :math:`(b, t)` one example: the sum of
     :math:`\log \sum_n e^{f_{bn}} - (1 - \epsilon) f_{bt} - \frac{\epsilon}{N}
     \sum_n f_{bn}` over the chunk's pairs, a row of :math:`a_b` answers
-    counting :math:`a_b` times."""
-    row_weights = _answer_counts(logits, rows)
-    return _cross_entropy_chunk(logits, rows, cols, label_smoothing, row_weights, logits.new_ones(rows.numel()))
+    counting :math:`a_b` times; with ``pair_weights`` ``[P]`` each pair's
+    term weighted by its :math:`w_{bt}`."""
+    if pair_weights is None:
+        return _cross_entropy_chunk(
+            logits, rows, cols, label_smoothing, _answer_counts(logits, rows), logits.new_ones(rows.numel())
+        )
+    row_weights = logits.new_zeros(logits.size(0), 1).index_add_(0, rows, pair_weights.unsqueeze(1))
+    return _cross_entropy_chunk(logits, rows, cols, label_smoothing, row_weights, pair_weights)
 
 
 def _kl_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
@@ -156,14 +163,18 @@ def _add_matmul(out: Tensor, a: Tensor, b: Tensor) -> None:
 
 class _FusedOneToNLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype):
+    def forward(ctx, queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype, weights):
         num_layers, num_queries, _ = queries.shape
         num_entities = entities.size(1)
         chunk_fn, count_examples = OBJECTIVES[objective]
         rows, cols = positives
         order = torch.argsort(rows, stable=True)
         rows, cols = rows[order], cols[order]
-        normaliser = max(count_examples(num_queries, num_entities, rows), 1)
+        if weights is None:
+            normaliser = max(count_examples(num_queries, num_entities, rows), 1)
+        else:  # the weights' sum, left on the device
+            weights = weights[order].to(queries.dtype)
+            normaliser = weights.sum().clamp_min(1.0)
         scale = layer_weights.to(queries.dtype) / normaliser  # [L], left on the device
         chunk_elements = CHUNK_ELEMENTS if queries.device.type == "cpu" else GPU_CHUNK_ELEMENTS
         chunk_rows = max(1, min(num_queries, max(MIN_CHUNK_ROWS, chunk_elements // max(num_entities, 1))))
@@ -192,7 +203,8 @@ class _FusedOneToNLoss(torch.autograd.Function):
                 q, logits = mm_queries[k, start:stop], buffer[: stop - start]
                 _matmul_into(logits, q, mm_entities[k].t())
                 lo, hi = bounds[i], bounds[i + 1]
-                loss += scale[k] * chunk_fn(logits, rows[lo:hi] - start, cols[lo:hi], label_smoothing)
+                pairs = (logits, rows[lo:hi] - start, cols[lo:hi], label_smoothing)
+                loss += scale[k] * (chunk_fn(*pairs) if weights is None else chunk_fn(*pairs, weights[lo:hi]))
                 grad_logits = logits.mul_(scale[k]).to(q.dtype)
                 _matmul_into(grad_queries[k, start:stop], grad_logits, mm_entities[k])
                 _add_matmul(grad_entities[k], grad_logits.t(), q)
@@ -202,7 +214,7 @@ class _FusedOneToNLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         grad_queries, grad_entities = ctx.saved_tensors
-        return grad_queries * grad_output, grad_entities * grad_output, None, None, None, None, None
+        return grad_queries * grad_output, grad_entities * grad_output, None, None, None, None, None, None
 
 
 def one_to_n_loss(
@@ -213,6 +225,7 @@ def one_to_n_loss(
     objective: str = "bce",
     label_smoothing: float = 0.1,
     matmul_dtype: Optional[torch.dtype] = None,
+    pair_weights: Optional[Tensor] = None,
 ) -> Tensor:
     r"""Weighted 1-N loss of the logits :math:`f_{kbn} = q_{kb} \cdot x_{kn}`
     of :math:`L` layers, without materialising them.
@@ -277,6 +290,12 @@ def one_to_n_loss(
             gradient are rounded to it, while the logits, the loss and the
             accumulated gradients stay in the queries' dtype.
             (default: :obj:`None`, the queries' dtype)
+        pair_weights (Tensor, optional): ``[T]`` weight :math:`w_p` of each
+            positive pair, :obj:`objective="softmax"` only: each pair's term
+            is weighted by it and the sum divided by :math:`\sum_p w_p`
+            instead of :math:`T`. Pairs of weight 0 change nothing, so a
+            batch's pairs can be padded to a fixed number, as a CUDA graph
+            of the training step needs. (default: :obj:`None`, every pair 1)
 
     Returns:
         A scalar tensor.
@@ -292,7 +311,14 @@ def one_to_n_loss(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
-    return _FusedOneToNLoss.apply(queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype)
+    if pair_weights is not None:
+        if objective != "softmax":
+            raise ValueError(f"pair_weights needs objective='softmax', got {objective!r}")
+        if pair_weights.shape != positives.shape[1:]:
+            raise ValueError(f"pair_weights must be [T] = {list(positives.shape[1:])}, got {list(pair_weights.shape)}")
+    return _FusedOneToNLoss.apply(
+        queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype, pair_weights
+    )
 
 
 def sample_candidates(

@@ -369,6 +369,7 @@ class WGE(torch.nn.Module):
         positives: Tensor,
         matmul_dtype: Optional[torch.dtype] = None,
         candidates: Optional[Tuple[Tensor, Tensor]] = None,
+        pair_weights: Optional[Tensor] = None,
     ) -> Tensor:
         r"""The training loss of a batch of 1-N queries
         ``(heads[b], relations[b])`` (relation ids in :math:`[0, 2R)`), what
@@ -397,7 +398,23 @@ class WGE(torch.nn.Module):
                 of ``positives[1]`` drawn beforehand: on the CPU, before the
                 batch moves to a GPU, drawing them costs the GPU no wait.
                 (default: :obj:`None`, drawn here)
+            pair_weights (Tensor, optional): ``[P]`` weight of each positive
+                pair in the softmax objective (see
+                :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`): pairs of
+                weight 0 pad a batch to a fixed size. Not with the N3 or
+                relation-prediction terms, nor with candidates drawn here.
+                (default: :obj:`None`, every pair 1)
         """
+        sampled = self.num_candidates is not None and self.training
+        if pair_weights is not None and (self.n3_weight > 0 or self.relation_prediction_weight > 0):
+            raise ValueError(
+                f"'{self.__class__.__name__}.query_loss' takes no pair_weights with N3 or relation prediction"
+            )
+        if pair_weights is not None and sampled and candidates is None:
+            raise ValueError(
+                f"'{self.__class__.__name__}.query_loss' takes pair_weights with sampled candidates only when they "
+                f"are given (candidates=), drawn from the pairs of weight > 0"
+            )
         if self.num_candidates is not None and self.training:
             if candidates is None:
                 candidates = sample_candidates(positives[1], self.num_entities, self.num_candidates)
@@ -415,6 +432,7 @@ class WGE(torch.nn.Module):
             self.objective,
             self.label_smoothing,
             matmul_dtype,
+            pair_weights,
         )
         if self.n3_weight > 0:
             loss = loss + self.n3_weight * self.n3(encoded, heads, relations, positives)
