@@ -29,15 +29,20 @@ from pathlib import Path
 import torch
 from bench_speed import DEFAULT_DATA, limit_batches, prepare_root, write_record
 
+import torch_wge
+
 
 def sync_sites(trainer, batches: int):
     """Runs one epoch of ``batches`` batches under sync-debug mode; returns
     ``{site: count}`` where a site is the innermost torch_wge frames of the call."""
     sites: collections.Counter = collections.Counter()
 
+    package = str(Path(torch_wge.__file__).parent)
+
     def record(message, category, filename, lineno, file=None, line=None):
-        frames = [f for f in traceback.extract_stack()[:-1] if "torch_wge" in f.filename or "benchmarks" in f.filename]
-        sites[" <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.line}" for f in reversed(frames[-3:]))] += 1
+        frames = [f for f in traceback.extract_stack()[:-1] if f.filename.startswith((package, __file__))]
+        if frames and frames[-1].filename.startswith(package):  # not this script's own switching of the mode
+            sites[" <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.line}" for f in reversed(frames[-3:]))] += 1
 
     with warnings.catch_warnings():  # restores warnings.showwarning on the way out
         warnings.simplefilter("always")
