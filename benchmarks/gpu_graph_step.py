@@ -101,6 +101,7 @@ class StaticStep:
 
     def capture(self, warmup_batches: List[Tuple[Tensor, Tensor, Tensor]]) -> None:
         """Warms up on a side stream with ``warmup_batches`` (real steps), then records the step."""
+        self.model.train()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
