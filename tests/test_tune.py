@@ -517,3 +517,19 @@ def test_the_command_lines_pruners_are_those_of_the_study():
     tune_parser = build_parser()._subparsers._group_actions[0].choices["tune"]
     pruner = next(action for action in tune_parser._actions if action.dest == "pruner")
     assert sorted(pruner.choices) == sorted(PRUNERS)
+
+
+def test_the_median_pruner_judges_only_the_last_quarter_of_the_epochs():
+    from torch_wge.tune import PRUNERS
+
+    study = optuna.create_study(direction="maximize", pruner=PRUNERS["median"](500))
+    for _ in range(5):  # the trials it compares with: 0.4 at every epoch
+        trial = study.ask()
+        for epoch in range(10, 501, 10):
+            trial.report(0.4, epoch)
+        study.tell(trial, 0.4)
+    poor = study.ask()
+    poor.report(0.1, 370)  # below the median, but in the first three quarters: kept
+    assert not poor.should_prune()
+    poor.report(0.1, 380)  # below it in the last quarter: pruned
+    assert poor.should_prune()

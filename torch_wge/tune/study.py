@@ -47,11 +47,20 @@ from torch_wge.tune.space import suggest
 
 PathLike = Union[str, Path]
 
-#: The pruners of ``--pruner``: each makes a fresh :class:`optuna.pruners.BasePruner`.
-PRUNERS: Dict[str, Callable[[], optuna.pruners.BasePruner]] = {
-    "median": lambda: optuna.pruners.MedianPruner(n_startup_trials=5),
-    "hyperband": lambda: optuna.pruners.HyperbandPruner(),
-    "none": lambda: optuna.pruners.NopPruner(),
+#: The part of a trial's epochs in which the median pruner prunes nothing. Under the fast
+#: recipe's cosine schedule the order of trials changes until late: in a CoDEx-S study the trial
+#: that ended best (validation MRR 0.471) was below the median of the five complete trials at
+#: 60 % and 70 % of its 500 epochs, above it from 80 %.
+MEDIAN_WARMUP = 0.75
+
+#: The pruners of ``--pruner``: each makes a fresh :class:`optuna.pruners.BasePruner` for trials
+#: of the given number of epochs.
+PRUNERS: Dict[str, Callable[[int], optuna.pruners.BasePruner]] = {
+    "median": lambda epochs: optuna.pruners.MedianPruner(
+        n_startup_trials=5, n_warmup_steps=int(MEDIAN_WARMUP * epochs)
+    ),
+    "hyperband": lambda epochs: optuna.pruners.HyperbandPruner(),
+    "none": lambda epochs: optuna.pruners.NopPruner(),
 }
 
 #: How many times a trial killed with its worker continues in a new trial before it is given up
@@ -265,7 +274,9 @@ def tune(
         storage (str, optional): An SQLAlchemy database URL.
             (default: ``sqlite:///<out>/study.db``)
         pruner (str or BasePruner, optional): A name of :data:`PRUNERS` or a
-            pruner. (default: ``"median"``)
+            pruner; ``"median"`` prunes nothing in the first
+            :data:`MEDIAN_WARMUP` of the base settings' epochs.
+            (default: ``"median"``)
         seed (int, optional): Seed of the sampler (:class:`optuna.samplers.TPESampler`,
             reseeded per trial with :func:`trial_seed`). (default: :obj:`0`)
         heartbeat (int, optional): Seconds between a running trial's heartbeats. (default: :obj:`60`)
@@ -283,8 +294,9 @@ def tune(
     storage = storage or default_storage(out)
     search = {"space": dict(space), "base": dict(base)}
     with optuna_errors_only(), io.FolderLock(out, wait=True):  # workers starting together create the database once
+        epochs = TrainConfig.from_dict(dict(base)).epochs  # of the base settings, if the space draws epochs too
         study = open_study(
-            study_name, storage, PRUNERS[pruner]() if isinstance(pruner, str) else pruner, heartbeat, echo
+            study_name, storage, PRUNERS[pruner](epochs) if isinstance(pruner, str) else pruner, heartbeat, echo
         )
         _check_same_search(study, search, storage)
         io.write_json(out / STUDY_FILE, {"study": study_name, "storage": storage})
