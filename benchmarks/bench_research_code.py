@@ -61,7 +61,7 @@ def research_epochs(args, workdir: Path) -> Dict[str, object]:
         for line in proc.stdout:
             now = time.perf_counter()
             lines.append(line.rstrip())
-            if line.startswith("Epoch:") or "Epoch: " in line.split("-->")[0]:
+            if "Epoch: " in line.split("-->")[0]:  # tqdm's bar may precede it on the line
                 epoch_lines.append(now)
             for mark in ("Valid:", "Test:", "Best valid epoch"):
                 if line.startswith(mark) and mark not in marks:

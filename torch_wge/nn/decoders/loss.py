@@ -80,12 +80,9 @@ def _softmax_chunk(
     \sum_n f_{bn}` over the chunk's pairs, a row of :math:`a_b` answers
     counting :math:`a_b` times; with ``pair_weights`` ``[P]`` each pair's
     term weighted by its :math:`w_{bt}`."""
-    if pair_weights is None:
-        return _cross_entropy_chunk(
-            logits, rows, cols, label_smoothing, _answer_counts(logits, rows), logits.new_ones(rows.numel())
-        )
-    row_weights = logits.new_zeros(logits.size(0), 1).index_add_(0, rows, pair_weights.unsqueeze(1))
-    return _cross_entropy_chunk(logits, rows, cols, label_smoothing, row_weights, pair_weights)
+    weights = logits.new_ones(rows.numel()) if pair_weights is None else pair_weights
+    row_weights = logits.new_zeros(logits.size(0), 1).index_add_(0, rows, weights.unsqueeze(1))
+    return _cross_entropy_chunk(logits, rows, cols, label_smoothing, row_weights, weights)
 
 
 def _kl_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
