@@ -298,6 +298,63 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(kg_folder, t
     assert "trial 2 continues the run of killed trial 1 from its last checkpoint" in printed
 
 
+def test_a_trial_of_several_seeds_takes_the_mean_of_their_runs(kg_folder, tmp_path, capsys, one_torch_thread):
+    out = tmp_path / "out"
+    argv = tune_argv(kg_folder, tmp_path, out, 4, SPACE, "--trials", "2", "--seeds", "2")
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    trials = load(out).get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    for trial in trials:
+        folders = [out / "trials" / str(trial.number) / f"seed-{seed}" for seed in (0, 1)]
+        results = [json.loads((folder / "results.json").read_text()) for folder in folders]
+        assert [r["config"]["seed"] for r in results] == [0, 1]
+        assert all({k: r["config"][k] for k in trial.params} == trial.params for r in results)
+        mrrs = [r["valid"]["metrics"]["both"]["mrr"] for r in results]
+        assert evaluations(folders[0]) != evaluations(folders[1])  # two seeds, two runs
+        assert trial.value == pytest.approx((mrrs[0] + mrrs[1]) / 2, abs=1e-12)
+        assert trial.user_attrs["seed_mrrs"] == {"0": mrrs[0], "1": mrrs[1]}
+        # the pruner saw the first seed's validations only
+        assert list(trial.intermediate_values.values()) == [m for e, _, m in evaluations(folders[0]) if e == "eval"]
+        assert f"mean of seeds 0, 1: {mrrs[0]:.4f} / {mrrs[1]:.4f}" in printed
+    best = max(trials, key=lambda t: t.value)
+    assert json.loads((out / "best.json").read_text())["seed"] == 0
+    assert f"torch-wge evaluate {out / 'trials' / str(best.number) / 'seed-0' / 'best.pt'}" in printed
+    # the study keeps its number of seeds
+    assert main(tune_argv(kg_folder, tmp_path, out, 4, SPACE, "--trials", "3")) == 2
+    assert "(differing: seeds)" in capsys.readouterr().err
+
+
+def test_a_killed_trial_of_several_seeds_continues_its_unfinished_run(kg_folder, tmp_path, capsys, one_torch_thread):
+    out = tmp_path / "out"
+    argv = tune_argv(kg_folder, tmp_path, out, 8, SPACE, "--trials", "1", "--seeds", "2", "--heartbeat", "1")
+    process = run_tune_process(argv)
+    second_log = out / "trials" / "0" / "seed-1" / "log.jsonl"
+    try:  # killed once the second seed's run has saved an epoch after its first validation
+        wait_for(lambda: second_log.is_file() and len(second_log.read_bytes().splitlines()) >= 4)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    first_results = (out / "trials" / "0" / "seed-0" / "results.json").read_bytes()
+    saved = load_checkpoint(out / "trials" / "0" / "seed-1" / "last.pt")["epoch"]
+    kept = [r for r in read_log(second_log) if r["epoch"] <= saved]
+    time.sleep(3.5)  # past two heartbeats, as in the test above
+
+    assert main(argv) == 0
+    killed, continued = load(out).get_trials()
+    assert (killed.state, continued.state) == (TrialState.FAIL, TrialState.COMPLETE)
+    assert "trial 1 continues the run of killed trial 0 from its last checkpoint" in capsys.readouterr().out
+    folder = out / "trials" / "1"
+    assert (folder / "seed-0" / "results.json").read_bytes() == first_results  # finished: not trained again
+    log = read_log(folder / "seed-1" / "log.jsonl")
+    assert log[: len(kept)] == kept and [r["epoch"] for r in log if r["event"] == "epoch"] == list(range(1, 9))
+    mrrs = [
+        json.loads((folder / f"seed-{s}" / "results.json").read_text())["valid"]["metrics"]["both"]["mrr"]
+        for s in (0, 1)
+    ]
+    assert continued.value == pytest.approx(sum(mrrs) / 2, abs=1e-12)
+
+
 def test_two_workers_share_one_study(kg_folder, tmp_path):
     out = tmp_path / "out"
     argv = tune_argv(kg_folder, tmp_path, out, 4, SPACE, "--trials", "4", "--heartbeat", "5")
@@ -472,6 +529,14 @@ def test_bad_tune_options_are_one_line(extra, message, kg_folder, tmp_path, caps
     assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, *extra)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
+
+
+def test_seeds_below_one_are_one_line(kg_folder, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:  # argparse's own error
+        main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, "--trials", "1", "--seeds", "0"))
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1
+    assert "argument --seeds: expected an integer >= 1, got '0'" in err
 
 
 def test_tune_without_optuna_says_how_to_install_it(kg_folder, tmp_path, capsys, monkeypatch):

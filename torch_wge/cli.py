@@ -301,6 +301,14 @@ def add_tune_parser(commands) -> None:
         help="seed of the sampler and of every trial's training (default: 0)",
     )
     tune.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        metavar="S",
+        help="train each trial's settings S times, with the training seed and the next S - 1, and take "
+        "the mean validation MRR as the trial's value (default: 1)",
+    )
+    tune.add_argument(
         "--heartbeat",
         type=positive_int,
         default=60,
@@ -547,7 +555,7 @@ def run_tune(args) -> None:
     except ImportError:
         raise CliError("tune needs optuna, which is not installed: pip install 'torch_wge[tune]'") from None
     from torch_wge.training.settings_file import read_mapping, read_settings_file
-    from torch_wge.tune import DEFAULT_SPACE, check_space, fixed_params, tune
+    from torch_wge.tune import DEFAULT_SPACE, check_space, fixed_params, run_folder, tune
 
     if args.trials is None and args.time_limit is None:
         raise CliError("tune: give --trials N, --time-limit MINUTES or both")
@@ -573,10 +581,11 @@ def run_tune(args) -> None:
         heartbeat=args.heartbeat,
         progress=not args.no_progress,
         enqueue=enqueue,
+        seeds=args.seeds,
     )
     if (out / "best.json").is_file():
         print(f"best settings in {out / 'best.json'} (torch-wge train --config {out / 'best.json'})")
-        best = out / "trials" / str(study.best_trial.number) / "best.pt"
+        best = run_folder(out / "trials" / str(study.best_trial.number), base["seed"], args.seeds) / "best.pt"
         print(
             f"trials rank validation only; when the search is over, rank the best on test once: torch-wge evaluate {best}"
         )

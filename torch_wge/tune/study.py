@@ -1,4 +1,4 @@
-"""A hyperparameter search of WGE runs on Optuna: ``torch-wge tune``.
+r"""A hyperparameter search of WGE runs on Optuna: ``torch-wge tune``.
 
 Each trial draws settings from a search space (:mod:`torch_wge.tune.space`)
 over fixed base settings and trains a normal run in ``<out>/trials/<number>/``
@@ -7,6 +7,15 @@ its value is the filtered validation MRR of its best checkpoint. Every
 validation reports its MRR to Optuna, so that a pruner stops a poor trial
 after that epoch (its run folder then ends there and the trial is recorded as
 pruned).
+
+With ``seeds`` :math:`S > 1` a trial trains its settings :math:`S` times, with
+the training seeds :math:`s_0, \dots, s_0 + S - 1` (:math:`s_0` the base
+settings' seed), one run folder each, ``<out>/trials/<number>/seed-<s>/``, one
+after the other, and its value is the mean of their validation MRRs
+:math:`\frac{1}{S} \sum_s \mathrm{MRR}_s`: a choice between settings whose
+difference is smaller than the spread between seeds is then made on the mean,
+not on one seed's luck. Only the first seed's validations are reported to the
+pruner.
 
 The study lives in an Optuna database storage (by default the SQLite file
 ``<out>/study.db``; a PostgreSQL or MySQL URL serves workers on several
@@ -28,10 +37,11 @@ import itertools
 import json
 import math
 import os
+import statistics
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import optuna
@@ -160,6 +170,9 @@ def format_trial(trial: FrozenTrial) -> str:
     minutes = trial.duration.total_seconds() / 60 if trial.duration is not None else math.nan
     if trial.state == TrialState.COMPLETE:
         outcome = f"validation MRR {trial.value:.4f}"
+        if "seed_mrrs" in trial.user_attrs:
+            by_seed = trial.user_attrs["seed_mrrs"]
+            outcome += f" (mean of seeds {', '.join(by_seed)}: {' / '.join(f'{v:.4f}' for v in by_seed.values())})"
     elif trial.state == TrialState.PRUNED and trial.intermediate_values:
         epoch = max(trial.intermediate_values)
         outcome = f"pruned at epoch {epoch} (validation MRR {trial.intermediate_values[epoch]:.4f})"
@@ -211,9 +224,10 @@ WORKER_SETTINGS = ("root", "device")
 
 
 def _check_same_search(study: optuna.Study, search: Dict[str, Any], storage: str) -> None:
-    """Records ``search`` (the space and the base settings but :data:`WORKER_SETTINGS`)
-    in a new study; refuses another one for a study that recorded its own."""
-    search = {"space": search["space"], "base": {k: v for k, v in search["base"].items() if k not in WORKER_SETTINGS}}
+    """Records ``search`` (the space, the base settings but :data:`WORKER_SETTINGS`, and the
+    seeds of a trial when more than one) in a new study; refuses another one for a study that
+    recorded its own."""
+    search = {**search, "base": {k: v for k, v in search["base"].items() if k not in WORKER_SETTINGS}}
     stored = study.user_attrs.get("search")
     if stored is None:
         study.set_user_attr("search", search)
@@ -223,7 +237,7 @@ def _check_same_search(study: optuna.Study, search: Dict[str, Any], storage: str
             for part in ("space", "base")
             for key in set(stored[part]) | set(search[part])
             if stored[part].get(key) != search[part].get(key)
-        )
+        ) + (["seeds"] if stored.get("seeds", 1) != search.get("seeds", 1) else [])
         raise ValueError(
             f"study {study.study_name!r} in {storage} was started with another search space or settings "
             f"(differing: {', '.join(changed)}); give the same ones, or another --study"
@@ -244,6 +258,7 @@ def tune(
     progress: bool = True,
     echo: Callable[[str], None] = print,
     enqueue: Sequence[Mapping[str, Any]] = (),
+    seeds: int = 1,
 ) -> optuna.Study:
     r"""Runs (or continues) a study until it holds ``trials`` finished trials
     or this worker's ``time_limit`` has passed, whichever comes first
@@ -286,13 +301,19 @@ def tune(
             the sampler's own (:func:`~torch_wge.tune.space.fixed_params`), such
             as a recipe's or another study's best; each is queued once per study,
             so the same command again queues nothing new. (default: :obj:`()`)
+        seeds (int, optional): Runs of each trial's settings, with the base
+            settings' seed and the next ones; the trial's value is their mean
+            validation MRR (see above). A study keeps the number it started
+            with. (default: :obj:`1`)
     """
     if trials is None and time_limit is None:
         raise ValueError("give a number of trials or a time limit (or both)")
+    if seeds < 1:
+        raise ValueError(f"seeds must be at least 1, got {seeds}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     storage = storage or default_storage(out)
-    search = {"space": dict(space), "base": dict(base)}
+    search = {"space": dict(space), "base": dict(base), **({"seeds": seeds} if seeds > 1 else {})}
     with optuna_errors_only(), io.FolderLock(out, wait=True):  # workers starting together create the database once
         epochs = TrainConfig.from_dict(dict(base)).epochs  # of the base settings, if the space draws epochs too
         study = open_study(
@@ -329,19 +350,44 @@ def tune(
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at epoch {epoch}")
 
+        def validation_mrr(run_config: TrainConfig, folder: Path, first: bool) -> float:
+            """The run's validation MRR: read from its results once it finished, else trained
+            (on from its last checkpoint where a killed trial left one)."""
+            if (folder / "results.json").is_file():
+                return json.loads((folder / "results.json").read_text())["valid"]["metrics"]["both"]["mrr"]
+            trainer = Trainer(
+                run_config,
+                data,
+                folder,
+                progress=progress,
+                vocabulary=vocabulary,
+                on_validation=report if first else None,
+                rank_test=False,
+            )
+            try:
+                result = trainer.fit(resume=(folder / "last.pt").is_file())
+            except TrainingError as error:
+                trial.set_user_attr("error", str(error).split(";")[0])
+                raise TrialFailed(error) from None
+            return result["valid"]["metrics"]["both"]["mrr"]
+
         folder = out / "trials" / str(trial.number)
         killed = take_over_killed_run(study.get_trials(deepcopy=False)[trial.number], out / "trials")
         if killed is not None:
             echo(f"trial {trial.number} continues the run of killed trial {killed} from its last checkpoint")
-        trainer = Trainer(
-            config, data, folder, progress=progress, vocabulary=vocabulary, on_validation=report, rank_test=False
-        )
+        runs = seed_runs(config, folder, seeds)
+        if seeds == 1:  # the run locks its folder itself
+            return validation_mrr(*runs[0], first=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = io.FolderLock(folder)  # the trial's folder, so that no other worker takes it over
+        if not lock.acquire():
+            raise RuntimeError(f"{folder}: the folder of trial {trial.number} is held by another worker")
         try:
-            result = trainer.fit(resume=killed is not None)
-        except TrainingError as error:
-            trial.set_user_attr("error", str(error).split(";")[0])
-            raise TrialFailed(error) from None
-        return result["valid"]["metrics"]["both"]["mrr"]
+            mrrs = [validation_mrr(run_config, run_folder, i == 0) for i, (run_config, run_folder) in enumerate(runs)]
+        finally:
+            lock.release()
+        trial.set_user_attr("seed_mrrs", {str(run_config.seed): mrr for (run_config, _), mrr in zip(runs, mrrs)})
+        return statistics.fmean(mrrs)
 
     def finished(study: optuna.Study, trial: FrozenTrial) -> None:
         echo(format_trial(trial))
@@ -397,16 +443,32 @@ def earlier_same_settings(study: optuna.Study, trial: optuna.Trial) -> Optional[
     return None
 
 
+def run_folder(trial_folder: Path, seed: int, seeds: int) -> Path:
+    """The run folder of training seed ``seed`` in the folder of a trial of ``seeds`` runs: the
+    trial's folder itself for one run, else its ``seed-<seed>``."""
+    return trial_folder if seeds == 1 else trial_folder / f"seed-{seed}"
+
+
+def seed_runs(config: TrainConfig, trial_folder: Path, seeds: int) -> List[Tuple[TrainConfig, Path]]:
+    """The runs of a trial of ``config``: ``config`` with each of the training seeds ``config.seed``,
+    ..., ``config.seed + seeds - 1``, and its :func:`run_folder`."""
+    return [
+        (TrainConfig.from_dict({**config.to_dict(), "seed": seed}), run_folder(trial_folder, seed, seeds))
+        for seed in range(config.seed, config.seed + seeds)
+    ]
+
+
 def take_over_killed_run(trial: FrozenTrial, trials: Path) -> Optional[int]:
     """When ``trial`` continues a killed trial (queued by the heartbeat's retry) whose run folder in
-    ``trials`` holds a checkpoint and is written by no process, moves that folder to
-    ``trials/<trial.number>`` (one rename) and returns the killed trial's number; else :obj:`None`,
-    and the trial starts afresh."""
+    ``trials`` holds a checkpoint (its own, or one of its seeds' runs) and is written by no process,
+    moves that folder to ``trials/<trial.number>`` (one rename) and returns the killed trial's number;
+    else :obj:`None`, and the trial starts afresh."""
     history = trial.system_attrs.get("retry_history", [])
     if not history:
         return None
     killed, folder = trials / str(history[-1]), trials / str(trial.number)
-    if not (killed / "last.pt").is_file() or folder.exists():
+    checkpoints = [killed / "last.pt", *killed.glob("seed-*/last.pt")]
+    if not any(path.is_file() for path in checkpoints) or folder.exists():
         return None
     lock = io.FolderLock(killed)
     if not lock.acquire():  # its worker still writes there
