@@ -194,6 +194,11 @@ def _mrr(trial: FrozenTrial) -> float:
     return trial.value
 
 
+def _valid_mrr(results: Mapping[str, Any]) -> float:
+    """The validation MRR of a run's ``results.json`` content."""
+    return results["valid"]["metrics"]["both"]["mrr"]
+
+
 def _minutes(trial: FrozenTrial) -> float:
     """A finished trial's duration in minutes."""
     assert trial.duration is not None, f"trial {trial.number} has not finished"
@@ -354,7 +359,7 @@ def tune(
             """The run's validation MRR: read from its results once it finished, else trained
             (on from its last checkpoint where a killed trial left one)."""
             if (folder / "results.json").is_file():
-                return json.loads((folder / "results.json").read_text())["valid"]["metrics"]["both"]["mrr"]
+                return _valid_mrr(json.loads((folder / "results.json").read_text()))
             trainer = Trainer(
                 run_config,
                 data,
@@ -369,7 +374,7 @@ def tune(
             except TrainingError as error:
                 trial.set_user_attr("error", str(error).split(";")[0])
                 raise TrialFailed(error) from None
-            return result["valid"]["metrics"]["both"]["mrr"]
+            return _valid_mrr(result)
 
         folder = out / "trials" / str(trial.number)
         killed = take_over_killed_run(study.get_trials(deepcopy=False)[trial.number], out / "trials")
