@@ -1,9 +1,9 @@
 """Export a ``torch-wge tune`` study's trials as a JSON record.
 
 Reads the study a tune folder's ``study.json`` names and writes, per trial: its number, state,
-validation MRR (complete trials), the validation MRR it reported at each validation (what a
-pruner saw), its minutes, the settings the space drew, every setting of its run and, for a trial
-that failed, why. The record also holds the study's name, the command that ran it (``--command``),
+validation MRR (complete trials; in a study of several seeds, each seed's too), the validation
+MRR it reported at each validation (what a pruner saw), its minutes, the settings the space drew,
+every setting of its run and, for a trial that failed, why. The record also holds the study's name, the command that ran it (``--command``),
 the search space file's content (``--space``) and the export's own command (``exported_by``).
 
 Example::
@@ -43,6 +43,7 @@ def main() -> None:
                 "params": trial.params,
                 "config": trial.user_attrs.get("config"),
                 "error": trial.user_attrs.get("error"),
+                **({"seed_mrrs": trial.user_attrs["seed_mrrs"]} if "seed_mrrs" in trial.user_attrs else {}),
             }
         )
     write_record(
