@@ -252,15 +252,29 @@ def test_a_download_is_reported(monkeypatch):
 
 
 def torch_wge_commands() -> list[tuple[str, list[str]]]:
-    """Every ``python -m torch_wge`` / ``torchrun ... -m torch_wge`` command of the pages' bash blocks."""
+    """Every ``torch-wge``, ``python -m torch_wge`` and ``torchrun ... -m torch_wge`` command of the
+    pages' bash blocks, a command continued over lines (``\\``) joined, ``&&`` chains split, a
+    background ``&`` dropped."""
     commands = []
     for page in PAGES:
         for line_number, block in fenced_blocks(page, "bash"):
-            for offset, line in enumerate(block.splitlines()):
-                words = line.split("#")[0].split()
-                if "torch_wge" in words and words[words.index("torch_wge") - 1] == "-m":
-                    where = f"{page_id(page)}:{line_number + offset}"
-                    commands.append((where, words[words.index("torch_wge") + 1 :]))
+            lines = block.splitlines()
+            start = 0
+            while start < len(lines):
+                end = start
+                while lines[end].rstrip().endswith("\\") and end + 1 < len(lines):
+                    end += 1
+                text = " ".join(line.split("#")[0].rstrip().rstrip("\\") for line in lines[start : end + 1])
+                for command in text.split("&&"):
+                    words = command.removesuffix("&").split()  # a command sent to the background
+                    if "torch-wge" in words:
+                        arguments = words[words.index("torch-wge") + 1 :]
+                    elif "torch_wge" in words and words[words.index("torch_wge") - 1] == "-m":
+                        arguments = words[words.index("torch_wge") + 1 :]
+                    else:
+                        continue
+                    commands.append((f"{page_id(page)}:{line_number + start}", arguments))
+                start = end + 1
     return commands
 
 
@@ -275,7 +289,11 @@ def test_shell_commands_parse():
             args = parser.parse_args(argv)
         except SystemExit:
             pytest.fail(f"{where}: torch_wge {' '.join(argv)} does not parse", pytrace=False)
-        if args.command == "train":
+        for word in argv:  # the repository's example files that a command names exist
+            if word.startswith("examples/"):
+                assert (ROOT / word).is_file(), f"{where}: {word} is not in the repository"
+        made_earlier = getattr(args, "config", None) and not (ROOT / args.config).is_file()
+        if args.command == "train" and not made_earlier:  # a --config an earlier command writes: parsed only
             config = cli.config_from_args(args)  # validated: raises on a bad value
             if "--recipe" in argv:
                 assert config.recipe == argv[argv.index("--recipe") + 1], where
