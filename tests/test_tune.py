@@ -448,6 +448,7 @@ def test_the_default_space_is_valid_and_drawn_as_given():
         ("fast-recipe.json", "epochs-space.json"),
         ("codex-m.json", "large-epochs-space.json"),
         ("fb15k-237-k1-cpu.json", "channels-space.json"),
+        ("fb15k-237-k1-cpu.json", "candidates-space.json"),
     ],
 )
 def test_the_example_settings_and_space_are_valid(name, space_name):
