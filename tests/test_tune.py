@@ -451,6 +451,7 @@ def test_the_default_space_is_valid_and_drawn_as_given():
         ("fb15k-237-k1-cpu.json", "candidates-space.json"),
         ("fb15k-237-quate-cpu.json", "n3-space.json"),
         ("fb15k-237-quate-cpu.json", "decoder-space.json"),
+        ("fb15k-237-quate-cpu.json", "smoothing-n3-space.json"),
     ],
 )
 def test_the_example_settings_and_space_are_valid(name, space_name):
