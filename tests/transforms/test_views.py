@@ -1,3 +1,5 @@
+import copy
+import pickle
 import warnings
 
 import pytest
@@ -123,3 +125,110 @@ def test_transforms_refuse_graphs_whose_ids_do_not_fit(transform, case):
     _, graph, message = case
     with pytest.raises(ValueError, match=message):
         transform(graph)
+
+
+def _count_normalisations(monkeypatch):
+    """The node counts of the adjacencies GCN-normalised from now on, counted at PyG's ``gcn_norm``
+    as the layers' normalisation calls it (``edge_index`` tensors and sparse adjacencies alike)."""
+    from torch_wge.nn.conv import gcn_normalization
+
+    counts = []
+
+    def counting(norm):
+        def gcn_norm(edge_index, edge_weight=None, num_nodes=None, *args, **kwargs):
+            counts.append(num_nodes)
+            return norm(edge_index, edge_weight, num_nodes, *args, **kwargs)
+
+        return gcn_norm
+
+    monkeypatch.setattr(gcn_normalization, "gcn_norm", counting(gcn_normalization.gcn_norm))
+    if hasattr(gcn_normalization, "_eager_sparse_gcn_norm"):
+        monkeypatch.setattr(
+            gcn_normalization, "_eager_sparse_gcn_norm", counting(gcn_normalization._eager_sparse_gcn_norm)
+        )
+    return counts
+
+
+def test_a_training_loop_on_data_rf_edge_index_normalises_the_view_once(monkeypatch):
+    from torch_wge.nn import TwoViewEncoder
+
+    data = VIEWS(random_kg(12, 3, 40, seed=0))
+    counts = _count_normalisations(monkeypatch)
+    torch.manual_seed(0)
+    encoder = TwoViewEncoder(8, num_layers=1, cached=True)
+    x = torch.nn.Parameter(torch.randn(data.num_nodes, 8))
+    rel = torch.nn.Parameter(torch.randn(data.num_relation_nodes, 8))
+    optimizer = torch.optim.Adam([x, rel, *encoder.parameters()], lr=0.01)
+    for _ in range(10):
+        states = encoder(x, rel, data.ef_edge_index, data.rf_edge_index)
+        loss = sum(h.square().mean() + r.square().mean() for h, r in states[1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert counts.count(data.rf_num_nodes) == 1  # the relation-focused view: 18 nodes
+    assert counts.count(data.num_nodes) == 1  # the entity-focused view: 12 nodes
+
+
+def fresh(data, view):
+    """The view's edge_index built anew from the stored attributes of ``data``."""
+    return getattr(TwoViewData.from_dict(data.to_dict()), view.edge_index)
+
+
+@pytest.mark.parametrize("view", [RELATION_FOCUSED, LEVI], ids=lambda view: view.edge_index)
+def test_the_kept_view_follows_a_change_of_its_pairs(view):
+    data = VIEWS(random_kg(12, 3, 40, seed=0))
+    built = getattr(data, view.edge_index)
+    assert getattr(data, view.edge_index) is built and data[view.edge_index] is built
+    # a pair changed in place
+    pairs = getattr(data, view.entity_relation_index)
+    pairs[1, 0] = (pairs[1, 0] + 1) % data.num_relation_nodes
+    changed = getattr(data, view.edge_index)
+    assert changed is not built and torch.equal(changed, fresh(data, view))
+    assert getattr(data, view.edge_index) is changed
+    # another tensor assigned (the same values: still built anew)
+    setattr(data, view.entity_relation_index, pairs[:, 1:].clone())
+    shorter = getattr(data, view.edge_index)
+    assert shorter.size(1) == changed.size(1) - 2 and torch.equal(shorter, fresh(data, view))
+    relation_pairs = getattr(data, view.relation_relation_index)
+    setattr(data, view.relation_relation_index, relation_pairs.clone())
+    assert getattr(data, view.edge_index) is not shorter
+    # more entities move the relation nodes
+    data.num_nodes = 13
+    assert torch.equal(getattr(data, view.edge_index), fresh(data, view))
+    # the kept tensor itself modified in place: built anew, not handed out modified
+    kept = getattr(data, view.edge_index)
+    kept[0, 0] = 99
+    assert torch.equal(getattr(data, view.edge_index), fresh(data, view))
+
+
+def test_the_kept_view_is_no_data_attribute(tmp_path):
+    data = VIEWS(random_kg(12, 3, 40, seed=0))
+    other = VIEWS(random_kg(9, 2, 30, seed=1))
+    expected_batch = Batch.from_data_list([data, other])
+    rf, levi = data.rf_edge_index, data.levi_edge_index
+    assert "rf_edge_index" not in data.keys() and "rf_edge_index" not in data.to_dict()
+    assert set(data.to_dict()) == set(VIEWS(random_kg(12, 3, 40, seed=0)).to_dict())
+    # batches, copies and pickles as before; each builds its own view
+    batch = Batch.from_data_list([data, other])
+    assert set(batch.keys()) == set(expected_batch.keys())
+    assert torch.equal(batch.rf_edge_index, expected_batch.rf_edge_index)
+    assert batch.rf_edge_index is batch.rf_edge_index
+    assert torch.equal(batch.get_example(0).levi_edge_index, levi)
+    for original, copied in (
+        (data, data.clone()),
+        (data, copy.deepcopy(data)),
+        (data, pickle.loads(pickle.dumps(data))),
+        (batch, pickle.loads(pickle.dumps(batch))),
+    ):
+        assert set(copied.keys()) == set(original.keys())
+        assert not any(isinstance(value, torch.Tensor) and value is rf for value in copied.__dict__.values())
+    assert torch.equal(copy.deepcopy(data).rf_edge_index, rf) and copy.copy(data).rf_edge_index is rf
+    assert "_built_rf_edge_index" not in data.__getstate__()
+    torch.save(data, tmp_path / "data.pt")
+    loaded = torch.load(tmp_path / "data.pt", weights_only=False)
+    assert set(loaded.__dict__) == set(VIEWS(random_kg(12, 3, 40, seed=0)).__dict__)
+    assert torch.equal(loaded.rf_edge_index, rf)
+    # a processed dataset as the datasets store it: the stored attributes only
+    InMemoryDataset.save([data], str(tmp_path / "processed.pt"))
+    stored, _, _ = fs.torch_load(str(tmp_path / "processed.pt"))
+    assert set(stored) == set(data.keys())

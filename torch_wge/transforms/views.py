@@ -1,7 +1,8 @@
 r"""Where the graph views of WGE lie on a data object, and the data class
 that batches them."""
 
-from typing import Any, NamedTuple, Optional
+import weakref
+from typing import Any, Dict, NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -59,7 +60,12 @@ class TwoViewData(Data):
     (and the :class:`~torch_geometric.loader.DataLoader`) shifts entities
     by the entities and relation nodes by the relation nodes of the graphs
     before them. :attr:`rf_edge_index` and :attr:`levi_edge_index` are
-    built from these pairs on every access: both directions of each edge
+    built from these pairs at the first access and kept until the pairs
+    change (another tensor assigned or a tensor modified in place), so that
+    every access returns the same tensor and a cached normalisation of it
+    (``cached=True`` of :class:`~torch_wge.nn.TwoViewConv`) is reused; the
+    kept tensor is no data attribute (it is not batched, copied into
+    :meth:`to_dict` or pickled). They hold both directions of each edge
     over the nodes :math:`[\mathbf{X}; \mathbf{R}]`, entity :math:`i` as
     node :math:`i` and relation node :math:`m` as node :math:`N + m`, with
     :math:`N` all entities and :math:`m` counted over all graphs of a batch,
@@ -105,6 +111,10 @@ class TwoViewData(Data):
         r"""As :attr:`rf_num_nodes`, for the Levi graph view."""
         return _view_num_nodes(self, LEVI)
 
+    def __getstate__(self) -> Dict[str, Any]:
+        # the built views are derived data: not pickled (torch.save, multiprocessing)
+        return {key: value for key, value in self.__dict__.items() if key not in _BUILT_CACHE_KEYS.values()}
+
     def __getitem__(self, key: str) -> Any:
         if key in _BUILT_ATTRIBUTES:  # data["rf_edge_index"] as data.rf_edge_index
             return getattr(self, key)
@@ -146,17 +156,72 @@ def _view_num_nodes(data: Data, view: GraphView) -> Optional[int]:
     return int(data.num_nodes) + int(torch.as_tensor(data.num_relation_nodes).sum())
 
 
+#: Where a :class:`TwoViewData` keeps each built view (in its ``__dict__``, not in its storage).
+_BUILT_CACHE_KEYS = {view.edge_index: f"_built_{view.edge_index}" for view in (RELATION_FOCUSED, LEVI)}
+
+
+def _tensor_version(tensor: Optional[Tensor]) -> Optional[int]:
+    try:
+        return getattr(tensor, "_version", None)
+    except RuntimeError:  # an inference tensor: no version counter, so never taken as unchanged
+        return None
+
+
+def _forgotten() -> None:
+    return None
+
+
+class _BuiltView:
+    """A built view's edge_index and what it was built from: the pair tensors (weakly, so that
+    replaced pairs are freed) with their versions, the node counts, and the result's version.
+    Never changed once made; pickled and deep-copied as nothing (Batch pickles its ``__dict__``)."""
+
+    __slots__ = ("sources", "counts", "edge_index", "version")
+
+    def __init__(self, tensors: tuple, counts: tuple, edge_index: Tensor):
+        self.sources = tuple((weakref.ref(tensor), _tensor_version(tensor)) for tensor in tensors)
+        self.counts = counts
+        self.edge_index = edge_index
+        self.version = _tensor_version(edge_index)
+
+    def __reduce__(self):
+        return _forgotten, ()
+
+    def fits(self, tensors: tuple, counts: tuple) -> bool:
+        return (
+            self.counts == counts
+            and self.version is not None
+            and self.version == _tensor_version(self.edge_index)
+            and len(self.sources) == len(tensors)
+            and all(
+                ref() is tensor and version is not None and version == _tensor_version(tensor)
+                for (ref, version), tensor in zip(self.sources, tensors)
+            )
+        )
+
+
 def _view_edge_index(data: Data, view: GraphView) -> Optional[Tensor]:
-    """Both directions of the stored pairs of ``view`` over ``[entities; relation nodes]``, sorted."""
+    """Both directions of the stored pairs of ``view`` over ``[entities; relation nodes]``, sorted;
+    built once and kept while the pairs and node counts stay as they were."""
     if view.entity_relation_index is None or view.relation_relation_index is None:
         return None
     entity_relation = getattr(data, view.entity_relation_index, None)
     if entity_relation is None:
         return None
+    relation_relation = data[view.relation_relation_index]
     num_entities = int(data.num_nodes)
+    num_nodes = _view_num_nodes(data, view)
+    tensors, counts = (entity_relation, relation_relation), (num_entities, num_nodes)
+    key = _BUILT_CACHE_KEYS[view.edge_index]
+    built = data.__dict__.get(key)
+    if isinstance(built, _BuiltView) and built.fits(tensors, counts):
+        return built.edge_index
     entity_relation = entity_relation + torch.tensor([[0], [num_entities]], device=entity_relation.device)
-    upper = torch.cat([entity_relation, data[view.relation_relation_index] + num_entities], dim=1)
-    return sort_edge_index(torch.cat([upper, upper.flip(0)], dim=1), num_nodes=_view_num_nodes(data, view))
+    upper = torch.cat([entity_relation, relation_relation + num_entities], dim=1)
+    edge_index = sort_edge_index(torch.cat([upper, upper.flip(0)], dim=1), num_nodes=num_nodes)
+    # in __dict__ itself: Data's attribute assignment would store it as a data attribute
+    data.__dict__[key] = _BuiltView(tensors, counts, edge_index)
+    return edge_index
 
 
 def add_view(data: Data, view: GraphView, edge_index: Tensor, num_nodes: Optional[int] = None) -> TwoViewData:
