@@ -1,0 +1,103 @@
+"""The default thread count is PyTorch's, capped at the CPU affinity, whatever the load; the
+command line says in one line when the load average leaves fewer free cores than it uses."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch_wge
+from torch_wge.testing import random_kg
+from torch_wge.training import threads
+
+
+@pytest.fixture
+def restored_threads():
+    count = torch.get_num_threads()
+    yield
+    torch.set_num_threads(count)
+
+
+def test_the_default_does_not_follow_the_load_average(monkeypatch, restored_threads):
+    torch.set_num_threads(2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
+    idle = threads.default_threads()
+    assert idle == min(2, len(os.sched_getaffinity(0)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (1e6, 1e6, 1e6), raising=False)
+    assert threads.default_threads() == idle
+    assert threads.set_threads() == idle == torch.get_num_threads()
+    assert threads.set_threads(1) == 1 == torch.get_num_threads()
+    with pytest.raises(ValueError, match="--threads must be between 1 and"):
+        threads.set_threads(0)
+
+
+def test_the_default_is_capped_at_the_cpu_affinity(monkeypatch, restored_threads):
+    torch.set_num_threads(2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert threads.available_cores() == 1 and threads.set_threads() == 1
+
+
+def test_no_library_module_reads_the_load_average():
+    package = Path(torch_wge.__file__).parent
+    readers = [
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if "getloadavg" in path.read_text(encoding="utf-8")
+    ]
+    assert readers in ([], ["cli.py"])  # the command line's notice only
+
+
+@pytest.fixture
+def kg_folder(tmp_path):
+    kg = random_kg(24, 3, 160, seed=2)
+    for name, mask in (("train", "train"), ("valid", "val"), ("test", "test")):
+        rows = zip(*kg.edge_index[:, kg[f"{mask}_mask"]].tolist(), kg.edge_type[kg[f"{mask}_mask"]].tolist())
+        (tmp_path / f"{name}.txt").write_text("".join(f"e{h}\tr{r}\te{t}\n" for h, t, r in rows))
+    return tmp_path
+
+
+BUSY = (
+    "the load average is 5.2 on 4 CPU(s): other processes keep the cores busy, "
+    "and 2 threads may run many times slower than fewer (try --threads 1)"
+)
+
+
+def test_train_says_in_one_line_when_the_cores_are_busy(kg_folder, tmp_path, monkeypatch, capsys, restored_threads):
+    from torch_wge.cli import main
+
+    torch.set_num_threads(2)
+    monkeypatch.setattr(threads, "available_cores", lambda: 4)
+    argv = ["train", "--dataset", str(kg_folder), "--root", str(tmp_path / "data"), "--epochs", "1"]
+    argv += ["--hidden-channels", "2", "--num-layers", "1", "--device", "cpu"]
+
+    def thread_lines(out: str, *options: str) -> list:
+        assert main(argv + ["--out", str(tmp_path / out), *options]) == 0
+        return [line for line in capsys.readouterr().err.splitlines() if "CPU thread(s)" in line or "load" in line]
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.2, 1.0, 0.5), raising=False)
+    assert thread_lines("busy") == [f"torch-wge: 2 CPU thread(s) (--threads to change); {BUSY}"]
+    assert torch.get_num_threads() == 2  # said, not followed
+    assert thread_lines("given", "--threads", "2") == ["torch-wge: 2 CPU thread(s) (--threads to change)"]
+    assert thread_lines("quiet", "--no-progress") == []
+    torch.set_num_threads(2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.7, 1.0, 0.5), raising=False)  # 2 of 4 cores free
+    assert thread_lines("idle") == ["torch-wge: 2 CPU thread(s) (--threads to change)"]
+
+
+def test_tune_says_in_one_line_when_the_cores_are_busy(monkeypatch, capsys, restored_threads, tmp_path):
+    pytest.importorskip("optuna")
+    import torch_wge.tune
+    from torch_wge.cli import main
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch_wge.tune, "tune", stop)
+    monkeypatch.setattr(threads, "available_cores", lambda: 4)
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.2, 1.0, 0.5), raising=False)
+    argv = ["tune", "--dataset", "codex-s", "--trials", "1", "--out", str(tmp_path / "tune")]
+    for options, said in (([], [f"torch-wge: {BUSY}"]), (["--threads", "2"], []), (["--no-progress"], [])):
+        torch.set_num_threads(2)
+        assert main(argv + options) == 130
+        assert capsys.readouterr().err.splitlines()[:-1] == said  # then the line of the interruption
