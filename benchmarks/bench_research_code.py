@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from bench_speed import DEFAULT_DATA, write_record
+from common import DEFAULT_DATA, write_record
 
 HERE = Path(__file__).resolve().parent
 

@@ -7,7 +7,7 @@ figures do not mix):
 - ``wge``: torch_wge WGE with the paper's settings (64 quaternions, K = 2,
   batch 1024, beta = 0.2), trained with :class:`torch_wge.training.Trainer`;
 - ``quate``: the same with ``num_layers=0`` (plain QuatE, 1-N);
-- ``naive``: the deliberately naive WGE of ``naive_wge.py`` (dense
+- ``naive``: the deliberately naive WGE of ``tests/naive_wge.py`` (dense
   adjacency, dense targets, autograd BCE, one query at a time in evaluation);
 - ``pykeen``: PyKEEN's ``QuatE`` (64 quaternions = 256 real dims), LCWA
   (1-N) training with BCE-with-logits and label smoothing 0.1, filtered
@@ -57,12 +57,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional
 
-from rss import peak_rss_mb, rss_mb
+from common import (
+    DEFAULT_DATA,
+    Clock,
+    cpu_model,
+    git_state,
+    kernel_launches,
+    kernel_operators,
+    limit_batches,
+    measured_code,
+    memory_report,
+    naive_wge,
+    prepare_root,
+    rss_mb,
+)
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parent / ".." / "shared" / "datasets"
 CONFIGS = ("matmul", "wge", "quate", "naive", "pykeen")
 LABELS = {
     "wge": "torch_wge WGE",
@@ -74,102 +85,6 @@ LABELS = {
 }
 
 
-# --------------------------------------------------------------------- utils
-#: Vector instruction sets that change how fast the same code runs, as /proc/cpuinfo names them.
-VECTOR_EXTENSIONS = {"avx2": "AVX2", "avx512f": "AVX-512", "amx_bf16": "AMX"}
-
-
-def cpu_model() -> str:
-    """The CPU's model name and its vector instruction sets, e.g. ``"AMD EPYC (AVX2)"``: records
-    from machines with other instruction sets are not comparable."""
-    model = platform.processor() or "unknown"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.lower().startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        cpuinfo = []
-    flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
-    extensions = [name for flag, name in VECTOR_EXTENSIONS.items() if flag in flags]
-    return f"{model} ({', '.join(extensions)})" if extensions else model
-
-
-def machine() -> Dict[str, Any]:
-    """The CPU, its core count and, where CUDA is there, the GPU."""
-    out: Dict[str, Any] = {"cpu": cpu_model(), "cpus": os.cpu_count()}
-    if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
-        out["gpu"] = sys.modules["torch"].cuda.get_device_name()
-    return out
-
-
-def script_command() -> str:
-    """The command that runs this script with this process's arguments, from the checkout's root."""
-    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
-
-
-def write_record(path: Union[str, Path], benchmark: str, fields: Dict[str, Any]) -> None:
-    """Writes a benchmark's JSON record to ``path`` (atomically): the benchmark, the command that ran
-    it (this script with this process's arguments), the machine, the date (UTC) and the code
-    measured, then ``fields``, what it measured. Creates ``path``'s folder if need be."""
-    from torch_wge.io import write_json
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-
-    header = {
-        "benchmark": benchmark,
-        "command": script_command(),
-        "machine": machine(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git": git_state(),
-        **measured_code(),
-    }
-    write_json(path, {**header, **fields})
-
-
-def measured_code() -> Dict[str, Any]:
-    """``{"measured_git": ...}``, the commit of the torch_wge this process imports, when it is not this
-    checkout's (another checkout on ``PYTHONPATH``, as a baseline is measured); else nothing."""
-    import torch_wge
-
-    checkout = Path(torch_wge.__file__).resolve().parents[1]
-    return {} if checkout == HERE.parent else {"measured_git": git_state(checkout)}
-
-
-def git_state(checkout: Path = HERE.parent) -> Dict[str, Any]:
-    """Commit of a checkout and the library files that differ from it (what was measured)."""
-
-    def git(*cmd):
-        try:
-            return subprocess.run(["git", *cmd], cwd=checkout, capture_output=True, text=True).stdout.rstrip()
-        except OSError:
-            return ""
-
-    return {
-        "commit": git("rev-parse", "--short", "HEAD"),
-        "modified": [line[3:] for line in git("status", "--short", "--", "torch_wge").splitlines()],
-    }
-
-
-class Clock:
-    """perf_counter that synchronises CUDA first."""
-
-    def __init__(self, device: str):
-        self.cuda = device.startswith("cuda")
-
-    def __call__(self) -> float:
-        if self.cuda:
-            import torch
-
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-
 def setup_torch(args):
     import torch
 
@@ -179,15 +94,6 @@ def setup_torch(args):
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     return torch
-
-
-def memory_report(args) -> Dict[str, float]:
-    out = {"peak_rss_mb": peak_rss_mb()}
-    if args.device.startswith("cuda"):
-        import torch
-
-        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
-    return out
 
 
 def load(args):
@@ -210,32 +116,6 @@ def load(args):
     tic = time.perf_counter()
     _, data = load_data(config)
     return config, data, time.perf_counter() - tic
-
-
-def prepare_root(data_dir: Path, name: str, root: Path) -> None:
-    """Copies ``data_dir/name/*`` into ``root/name/raw`` so nothing is downloaded."""
-    src = data_dir / name
-    if not (src / "train.txt").is_file():
-        raise SystemExit(f"no {src / 'train.txt'}: pass --data-dir, the folder holding {name}/train.txt")
-    raw = root / name / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
-    for path in src.iterdir():
-        if path.is_file():
-            shutil.copyfile(path, raw / path.name)
-
-
-def limit_batches(trainer, max_batches: int, batch_size: int, seed: int = 0) -> int:
-    """Makes ``trainer.train_epoch()`` run ``max_batches`` full batches: its
-    queries become a random subset of ``max_batches * batch_size`` of them
-    (same statistics as all). Returns the number of batches an epoch now has."""
-    import torch
-
-    total = len(trainer.queries)
-    if not max_batches or max_batches * batch_size >= total:
-        return trainer.queries.num_batches(batch_size)
-    index = torch.randperm(total, generator=torch.Generator().manual_seed(seed))[: max_batches * batch_size]
-    trainer.queries = trainer.queries.subset(index.sort().values)
-    return max_batches
 
 
 # ------------------------------------------------------------------- workers
@@ -346,7 +226,7 @@ def worker_torch_wge(args) -> Dict[str, Any]:
             loss = trainer.train_epoch()
             if i:
                 times.append(clock() - tic)
-        train_peak = memory_report(args)
+        train_peak = memory_report(args.device)
         # what a CLI epoch adds to the training step: its last.pt, written atomically
         from torch_wge.training import save_checkpoint
 
@@ -383,36 +263,10 @@ def worker_torch_wge(args) -> Dict[str, Any]:
         "load_s": load_s,
         "rss_after_load_mb": rss_data,
         "train_peak": train_peak,
-        **memory_report(args),
+        **memory_report(args.device),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
-
-
-#: The profiler's names of the CUDA calls that launch a kernel.
-KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
-#: ATen operators that make views or read metadata: no kernel of their own.
-NO_KERNEL = {
-    "aten::" + name
-    for name in (
-        "empty empty_strided empty_like new_empty view _unsafe_view reshape _reshape_alias as_strided slice "
-        "select t transpose permute expand unsqueeze squeeze split split_with_sizes chunk narrow unbind "
-        "unflatten flatten detach alias resolve_conj resolve_neg result_type lift_fresh _nnz crow_indices "
-        "col_indices values"
-    ).split()
-}
-
-
-def kernel_operators(prof) -> int:
-    """The ATen operators in a ``torch.profiler`` profile that call no other and are no view: what
-    launches a kernel each on a GPU, counted the same on the CPU."""
-    count = 0
-    for event in prof.events():
-        if not event.name.startswith("aten::") or event.name in NO_KERNEL:
-            continue
-        if not any(child.name.startswith("aten::") and child.name not in NO_KERNEL for child in event.cpu_children):
-            count += 1
-    return count
 
 
 def worker_profile(args) -> Dict[str, Any]:
@@ -449,7 +303,7 @@ def worker_profile(args) -> Dict[str, Any]:
     rows = sorted(averages, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.profile_rows]
     # kernels launched by the CUDA runtime or driver API (0 on the CPU): what a step waits on when
     # the GPU is faster than Python
-    launches = sum(e.count for e in averages if e.key in KERNEL_LAUNCHES)
+    launches = kernel_launches(prof)
     operators = kernel_operators(prof)
     print(
         f"{launches / args.profile:.0f} kernel launches, {operators / args.profile:.0f} kernel operators a batch",
@@ -475,7 +329,8 @@ def worker_profile(args) -> Dict[str, Any]:
 
 def worker_naive(args) -> Dict[str, Any]:
     torch = setup_torch(args)
-    from naive_wge import NaiveWGE, answer_sets, evaluate, train_epoch
+    naive = naive_wge()
+    NaiveWGE, answer_sets, evaluate, train_epoch = naive.NaiveWGE, naive.answer_sets, naive.evaluate, naive.train_epoch
 
     from torch_wge.training.data import split_triples
 
@@ -503,7 +358,7 @@ def worker_naive(args) -> Dict[str, Any]:
             times.append(clock() - tic)
     timed_queries = min(batches * args.batch_size, len(answers))
     epoch_s = statistics.median(times) * len(answers) / timed_queries
-    train_peak = memory_report(args)
+    train_peak = memory_report(args.device)
     known = answer_sets(split_triples(data, "all").tolist(), num_relations)
     evals = {}
     for split in ("valid", "test"):
@@ -538,7 +393,7 @@ def worker_naive(args) -> Dict[str, Any]:
         ),
         "load_s": load_s,
         "train_peak": train_peak,
-        **memory_report(args),
+        **memory_report(args.device),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
@@ -633,7 +488,7 @@ def worker_pykeen(args) -> Dict[str, Any]:
         units = [marks[i + 1] - marks[i] for i in range(1, len(marks) - 1)]
         epoch_s = statistics.median(units)
         per_unit = num_batches
-    train_peak = memory_report(args)
+    train_peak = memory_report(args.device)
     evaluator = RankBasedEvaluator(filtered=True)
     eval_times = []
     for i in range(1 + args.eval_repeats_pykeen):
@@ -655,7 +510,7 @@ def worker_pykeen(args) -> Dict[str, Any]:
         "test_mrr_after_timing": float(result.get_metric("both.realistic.inverse_harmonic_mean_rank")),
         "load_s": load_s,
         "train_peak": train_peak,
-        **memory_report(args),
+        **memory_report(args.device),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "pykeen": pykeen.get_version(),

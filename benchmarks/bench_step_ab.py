@@ -1,5 +1,5 @@
-"""A change's effect on a training step: ``bench_step_phases.py`` run on the code before the change
-and on this checkout's, alternating in fresh processes, round after round, in one run.
+"""A change's effect on a training step: ``bench_processes.py phases`` run on the code before the
+change and on this checkout's, alternating in fresh processes, round after round, in one run.
 
 ``--old-code`` is a checkout of the code before (``git worktree add --detach /tmp/old <commit>``);
 its ``torch_wge`` is imported through ``PYTHONPATH``, the benchmark script is this checkout's, so
@@ -26,14 +26,15 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-from bench_speed import write_record
-from bench_step_phases import SETUPS
+from bench_processes import setup_name
+from common import write_record
 
 HERE = Path(__file__).resolve().parent
 
 
 def slowest_step(run: Dict) -> Dict[str, float]:
-    """Each setup's step in ms in one ``bench_step_phases`` record: the median of its slowest process."""
+    """Each setup's step in ms in one ``bench_processes.py phases`` record: the median of its slowest
+    process."""
     return {
         setup: max(statistics.median(process["ms"]["step"]) for process in processes)
         for setup, processes in run["milliseconds"].items()
@@ -44,10 +45,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old-code", required=True, help="a checkout of the code before the change")
     parser.add_argument("--rounds", type=int, default=5, help="runs of each side (default: 5)")
-    parser.add_argument("--dataset", default="codex-s", help="as bench_step_phases.py (default: codex-s)")
-    parser.add_argument("--data-dir", help="as bench_step_phases.py")
+    parser.add_argument("--dataset", default="codex-s", help="as bench_processes.py phases (default: codex-s)")
+    parser.add_argument("--data-dir", help="as bench_processes.py phases")
     parser.add_argument("--recipe", default="fast", help="training recipe (default: fast)")
-    parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=["1x2", "2x1-sharded"])
+    parser.add_argument(
+        "--setups",
+        nargs="+",
+        type=setup_name,
+        default=["1x2", "2x1-sharded"],
+        help="as bench_processes.py phases: 1x1, 1x2, 2x1-replicated, 2x1-sharded, 1x1-pair, ... (default: 1x2 2x1-sharded)",
+    )
     parser.add_argument("--steps", type=int, default=14, help="optimiser steps per process (default: 14)")
     parser.add_argument("--what", default="", help="what the change is, for the record")
     parser.add_argument("--json", help="write the record here")
@@ -67,7 +74,7 @@ def main() -> None:
             entry: Dict = {"round": number, "order": order}
             for side in order:
                 out = Path(tmp) / f"{side}-{number}.json"
-                command = [sys.executable, str(HERE / "bench_step_phases.py"), "--dataset", args.dataset]
+                command = [sys.executable, str(HERE / "bench_processes.py"), "phases", "--dataset", args.dataset]
                 command += ["--recipe", args.recipe, "--steps", str(args.steps), "--setups", *args.setups]
                 command += ["--json", str(out)] + (["--data-dir", args.data_dir] if args.data_dir else [])
                 done = subprocess.run(command, env=sides[side], capture_output=True, text=True)

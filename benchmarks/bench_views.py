@@ -25,10 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_speed import cpu_model, git_state
-from rss import peak_rss_mb, reset_peak_rss
+from common import DEFAULT_DATA, cpu_model, git_state, peak_rss_mb, reset_peak_rss
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"
 VIEWS = {  # name: (transform class in torch_wge.transforms, its arguments)
     "ef": ("EntityFocusedTransform", {}),
     "rf": ("RelationFocusedTransform", {"beta": 0.2}),  # the default: no r_s - r_o edges

@@ -8,13 +8,15 @@ and per-relation figures are :mod:`torch_wge.plot`'s (``torch-wge plot``), from 
     # per-relation MRR, head and tail prediction, for the 10 most frequent relations (WGE beside QuatE);
     # (a run stopped early is first closed with `python benchmarks/reproduce.py ROW --finish`)
     python benchmarks/make_figures.py relations runs/codex-s-wge runs/reproduce/codex-s/quate --split valid --out benchmarks/figures/codex-s-relations.png
-    # best validation MRR of each run against a setting (beta, hidden_channels)
-    python benchmarks/make_figures.py sensitivity benchmarks/records/codex-s/wge/paper-60ep-lr2e-3-beta* --setting beta --out benchmarks/figures/codex-s-beta.png
+    # best validation MRR of each run against a setting (beta, hidden_channels), from run folders or
+    # from the runs of a `reproduce.py --summary` record that --select names
+    python benchmarks/make_figures.py sensitivity benchmarks/records/studies/codex-s-paper-60ep-lr2e-3.json --select '*-beta*' --setting beta --out benchmarks/figures/codex-s-beta.png
 
 Run folders and the records ``benchmarks/reproduce.py`` keeps (``benchmarks/records/...``) both work.
 """
 
 import argparse
+import fnmatch
 import json
 from collections import Counter
 from pathlib import Path
@@ -66,22 +68,36 @@ def relations(runs, split, out, root=None):
     save_figure(relations_figure(tables, relations=[r for r, _ in frequency.most_common(10)]), out)
 
 
-def sensitivity(runs, setting, out):
+def sensitivity_points(runs, select=None):
+    """(settings, best validation MRR, epochs) of each run: of a run folder's ``results.json``, or of
+    the runs of a ``reproduce.py --summary`` record whose names match one of the ``select`` patterns."""
+    points = []
+    for run in runs:
+        if run.is_file():  # a summary record
+            for entry in json.loads(run.read_text())["runs"]:
+                if select is None or any(fnmatch.fnmatch(entry["name"], pattern) for pattern in select):
+                    points.append((entry["config"], entry["valid"]["both"]["mrr"], entry["epochs"]))
+        else:
+            result = json.loads((run / "results.json").read_text())
+            points.append((result["config"], result["valid"]["metrics"]["both"]["mrr"], result["epochs_trained"]))
+    return points
+
+
+def sensitivity(runs, setting, out, select=None):
     """Best validation MRR of each run against ``setting`` (runs differing only in it)."""
-    results = sorted(
-        (json.loads((run / "results.json").read_text()) for run in runs), key=lambda result: result["config"][setting]
-    )
-    config = results[0]["config"]
+    points = sorted(sensitivity_points(runs, select), key=lambda point: point[0][setting])
+    if not points:
+        raise SystemExit("make_figures.py sensitivity: no run selected")
+    config, _, epochs = points[0]
+    values = [c[setting] for c, _, _ in points]
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(
-        [r["config"][setting] for r in results], [r["valid"]["metrics"]["both"]["mrr"] for r in results], marker="o"
-    )
+    ax.plot(values, [mrr for _, mrr, _ in points], marker="o")
     if setting in ("hidden_channels", "channels"):  # sizes double from point to point; "channels": older records
         ax.set_xscale("log", base=2)
-        ax.set_xticks([r["config"][setting] for r in results], [str(r["config"][setting]) for r in results])
+        ax.set_xticks(values, [str(value) for value in values])
     ax.set_xlabel(setting)
     ax.set_ylabel("best validation MRR")
-    ax.set_title(f"{config['dataset']}, {results[0]['epochs_trained']} epochs at lr {config['lr']:g} each", fontsize=10)
+    ax.set_title(f"{config['dataset']}, {epochs} epochs at lr {config['lr']:g} each", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     save_figure(fig, out)
@@ -90,10 +106,11 @@ def sensitivity(runs, setting, out):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=["curves", "relations", "sensitivity"])
-    parser.add_argument("runs", nargs="+", type=Path, help="run folders")
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders (sensitivity: or a summary record)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--split", default="valid", choices=["valid", "test"])
     parser.add_argument("--setting", default="beta")
+    parser.add_argument("--select", nargs="+", help="sensitivity: the summary's runs whose names match (glob)")
     parser.add_argument(
         "--root", help="relations: the datasets' root (<root>/<dataset>/raw; default: the first run's own root)"
     )
@@ -105,7 +122,7 @@ def main():
     elif args.kind == "relations":
         relations(args.runs, args.split, args.out, args.root)
     else:
-        sensitivity(args.runs, args.setting, args.out)
+        sensitivity(args.runs, args.setting, args.out, args.select)
 
 
 if __name__ == "__main__":

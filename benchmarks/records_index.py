@@ -1,4 +1,5 @@
-"""Write ``benchmarks/records/INDEX.md``, one row per record, from the record files.
+"""Write ``benchmarks/records/INDEX.md``, one row per record, from the record files; or export a
+``torch-wge tune`` study's trials as a record.
 
 A training run's record is a folder ``<dataset>/<model>/<recipe>-<epochs>ep[-<variant>]`` holding
 ``config.json``, ``log.jsonl``, ``record.json`` (commands with commit and date, machine) and, when
@@ -10,6 +11,16 @@ benchmark, what it measured, its dataset, machine, commit, date and command.
 
     python benchmarks/records_index.py            # rewrite benchmarks/records/INDEX.md
     python benchmarks/records_index.py --check    # exit 1 when INDEX.md is not what it would write
+
+``--export-study FOLDER`` reads the study a tune folder's ``study.json`` names and writes to
+``--out``, per trial: its number, state, validation MRR (complete trials; in a study of several
+seeds, each seed's too), the validation MRR it reported at each validation (what a pruner saw), its
+minutes, the settings the space drew, every setting of its run and, for a trial that failed, why;
+and the study's name, the command that ran it (``--command``), the search space file's content
+(``--space``) and the export's own command::
+
+    python benchmarks/records_index.py --export-study ~/runs/tune-litwd1k-cpu --space examples/tune/small-cpu-space.json \\
+        --command "torch-wge tune --dataset litwd1k ..." --out benchmarks/records/tune/litwd1k/small-cpu/trials.json
 
 A record that does not parse, or whose folder names another dataset or model than its
 ``config.json``, ends the script with one line naming the file (exit 2).
@@ -225,11 +236,55 @@ def index(root: Path = RECORDS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def export_study(folder: Path, out: Path, space: Path = None, command: str = None) -> int:
+    """Writes the trials of the study in the tune folder ``folder`` as a record to ``out``; their number."""
+    from common import script_command, write_record
+
+    from torch_wge.tune.study import load_study, read_study_file
+
+    names = read_study_file(folder)
+    study = load_study(names["study"], names["storage"])
+    trials = []
+    for trial in study.get_trials(deepcopy=False):
+        trials.append(
+            {
+                "number": trial.number,
+                "state": trial.state.name.lower(),
+                "validation_mrr": trial.value,
+                "reported": {str(epoch): mrr for epoch, mrr in sorted(trial.intermediate_values.items())},
+                "minutes": None if trial.duration is None else trial.duration.total_seconds() / 60,
+                "params": trial.params,
+                "config": trial.user_attrs.get("config"),
+                "error": trial.user_attrs.get("error"),
+                **({"seed_mrrs": trial.user_attrs["seed_mrrs"]} if "seed_mrrs" in trial.user_attrs else {}),
+            }
+        )
+    fields = {
+        "exported_by": script_command(),
+        "command": command,
+        "study": names["study"],
+        "space": None if space is None else json.loads(Path(space).read_text()),
+        "trials": trials,
+    }
+    write_record(out, "torch-wge tune", fields)
+    return len(trials)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=Path, default=RECORDS, help="the records folder (default: %(default)s)")
     parser.add_argument("--check", action="store_true", help="compare with INDEX.md instead of writing it")
+    parser.add_argument("--export-study", type=Path, metavar="FOLDER", help="a tune folder (its --out) to export")
+    parser.add_argument("--out", type=Path, help="--export-study: the record to write")
+    parser.add_argument("--space", type=Path, help="--export-study: the search space file the study ran with")
+    parser.add_argument("--command", help="--export-study: the command that ran the study")
     args = parser.parse_args(argv)
+    if args.export_study:
+        if args.out is None:
+            parser.error("--export-study needs --out")
+        count = export_study(args.export_study, args.out, args.space, args.command)
+        print(f"{count} trials written to {args.out}")
+        return 0
     if not args.records.is_dir():
         parser.exit(2, f"records_index.py: --records {args.records}: no such folder\n")
     try:

@@ -19,6 +19,12 @@ commit and machine, to ``<records>/<dataset>/<model>/<recipe>-<epochs>ep[-<varia
     python benchmarks/reproduce.py codex-m/wge --finish   # close a run stopped early
     python benchmarks/reproduce.py codex-s/wge --recipe fast --seed 1 --variant seed1
     python benchmarks/reproduce.py --table benchmarks/records/codex-s/wge/paper-60ep-lr2e-3-beta*   # markdown rows
+    python benchmarks/reproduce.py --summary study.json RECORD...   # a study's records as one JSON record
+
+A study of several runs (the ablations, a sensitivity sweep, what was tried) is kept as one
+``--summary`` record: per run its name, settings, commands, machine, best epoch, validation and test
+metrics (both directions, head and tail), minutes and validation MRR by epoch; a run stopped by hand
+(no ``results.json``) with what its log holds.
 
 Datasets are read from ``--root`` (``<root>/<dataset>/raw``) or downloaded there.
 """
@@ -67,6 +73,13 @@ def main():
     parser.add_argument("row", nargs="?", help="row name (see --list)")
     parser.add_argument("--list", action="store_true", help="list the rows and their settings")
     parser.add_argument(
+        "--summary",
+        nargs="+",
+        type=Path,
+        metavar=("OUT", "RECORD"),
+        help="write one JSON record summarising these records (or run folders) to OUT and exit",
+    )
+    parser.add_argument(
         "--table",
         nargs="+",
         type=Path,
@@ -97,6 +110,14 @@ def main():
 
     if args.table:
         print(markdown_table(args.table))
+        return
+    if args.summary:
+        if len(args.summary) < 2:
+            parser.error("--summary OUT RECORD...: name the record to write and the records it summarises")
+        out, *records = args.summary
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(summary(records, " ".join(["python", *sys.argv])), indent=1) + "\n")
+        print(f"{len(records)} runs summarised in {out}")
         return
     if args.list or not args.row:
         for name, settings in ROWS.items():
@@ -200,6 +221,49 @@ def markdown_table(records) -> str:
             f"{100 * test['hits@3']:.2f} | {100 * test['hits@10']:.2f} | {result['wall_seconds'] / 60:.1f} |"
         )
     return "\n".join(lines)
+
+
+def run_summary(record: Path) -> dict:
+    """One run's entry of a :func:`summary`: its settings, commands, best epoch, metrics, minutes and
+    validation MRR by epoch (a run stopped by hand: what its log holds)."""
+    config = json.loads((record / "config.json").read_text())
+    log = [json.loads(line) for line in (record / "log.jsonl").read_text().splitlines() if line.strip()]
+    evals = [r for r in log if r.get("event") == "eval" and r.get("split", "valid") == "valid"]
+    meta = json.loads((record / "record.json").read_text()) if (record / "record.json").is_file() else {}
+    try:
+        name = record.resolve().relative_to(Path(__file__).resolve().parent / "records").as_posix()
+    except ValueError:
+        name = str(record)
+    entry = {"name": name, "config": config, "commands": meta.get("commands"), "machine": meta.get("machine")}
+    if (record / "results.json").is_file():
+        result = json.loads((record / "results.json").read_text())
+        entry.update(epochs=result["epochs_trained"], best_epoch=result["best_epoch"], stopped=False)
+        entry["minutes"] = result["wall_seconds"] / 60
+        for split in ("valid", "test"):
+            metrics = (result.get(split) or {}).get("metrics")
+            entry[split] = None if metrics is None else {side: metrics[side] for side in ("both", "head", "tail")}
+    else:  # stopped by hand: no results.json
+        trained = [r for r in log if r.get("event") == "epoch"]
+        best = max(evals, key=lambda r: r["both.mrr"]) if evals else None
+        entry.update(epochs=trained[-1]["epoch"] if trained else 0, stopped=True)
+        entry["best_epoch"] = best["epoch"] if best else None
+        entry["minutes"] = max((r["wall_seconds"] for r in trained + evals), default=0) / 60
+        entry["valid"] = None if best is None else {"both": {"mrr": best["both.mrr"]}}
+        entry["test"] = None
+    entry["valid_mrr_by_epoch"] = {str(r["epoch"]): r["both.mrr"] for r in evals if "both.mrr" in r}
+    return entry
+
+
+def summary(records, command: str) -> dict:
+    """A JSON record of several runs' records: the command that wrote it, its date and commit, and
+    :func:`run_summary` of each."""
+    return {
+        "benchmark": "reproduce.py --summary",
+        "command": command,
+        "date": datetime.date.today().isoformat(),
+        "git": {"commit": git_commit()},
+        "runs": [run_summary(Path(record)) for record in records],
+    }
 
 
 def git_commit() -> str:

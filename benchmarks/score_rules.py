@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import torch
-from bench_speed import write_record
+from common import write_record
 
 
 def summary(results) -> dict:

@@ -1,5 +1,5 @@
 """The whole model against an independent dense implementation
-(``benchmarks/naive_wge.py``: dense adjacency matrices, a dense target matrix,
+(``tests/naive_wge.py``: dense adjacency matrices, a dense target matrix,
 autograd BCE, one query at a time with Python-set filtering)."""
 
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-NAIVE = Path(__file__).resolve().parents[1] / "benchmarks" / "naive_wge.py"
+NAIVE = Path(__file__).resolve().parent / "naive_wge.py"
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-"""A deliberately naive WGE, the baseline of ``bench_speed.py``.
+"""A deliberately naive WGE: the test suite's independent reference for the whole model
+(``tests/test_naive_reference.py``) and the naive baseline of ``benchmarks/bench_speed.py``.
 
 The model math is exactly that of :class:`torch_wge.nn.WGE` (two-view
 quaternion encoder, QuatE decoder per layer with batch norm and dropout on the
@@ -16,7 +17,7 @@ written the straightforward way one would write it first:
   filtering the other known answers with Python sets.
 
 The parameter names match :class:`torch_wge.nn.WGE`, so a torch_wge state dict
-loads into :class:`NaiveWGE`; ``python benchmarks/naive_wge.py --check``
+loads into :class:`NaiveWGE`; ``python tests/naive_wge.py --check``
 verifies on a small random KG that both give the same scores, loss and
 filtered ranks.
 """
