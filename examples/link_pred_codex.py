@@ -15,7 +15,9 @@ docs/recipes.md); any option given explicitly overrides it:
 downloaded to ``--root`` (default ``data``) unless already there (docs/data.md
 says where to place them by hand). The model size ``--hidden-channels``
 counts quaternions (each embedding holds four times as many real numbers).
-Training runs on ``--device``, by default CUDA when available. For
+Training runs on ``--device``, by default CUDA when available, with
+``--threads`` CPU threads, by default as ``torch-wge train`` chooses them
+(PyTorch's default, at most the CPUs this process may run on). For
 checkpoints, resuming, a time limit or several processes use
 ``torch-wge train``, the full trainer; it trains the same model the same way.
 """
@@ -28,16 +30,18 @@ import time
 import torch
 import torch_geometric.transforms as T
 
+from torch_wge.cli import OneLineParser, positive_int
 from torch_wge.data import kg_triples
 from torch_wge.datasets import DATASETS, DownloadError, get_dataset
 from torch_wge.evaluation import LinkPredictionEvaluator
 from torch_wge.io import torch_save
 from torch_wge.training import RECIPES, TrainConfig, TrainingQueries, build_model, resolve_device
+from torch_wge.training.threads import set_threads
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 NAMED_DATASETS = [name for name in DATASETS if name != "folder"]
 
-parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--dataset", default="codex-s", choices=NAMED_DATASETS, help="dataset (default: codex-s)")
 parser.add_argument("--root", default="data", help="dataset folder (default: data)")
 parser.add_argument("--recipe", default=TrainConfig().recipe, choices=sorted(RECIPES), help="training recipe")
@@ -47,6 +51,7 @@ parser.add_argument("--hidden-channels", type=int, help="quaternions per embeddi
 parser.add_argument("--num-layers", type=int, help="encoder layers K; 0 is QuatE (default: 2)")
 parser.add_argument("--beta", type=float, help="relation-focused view threshold (default: 0.2)")
 parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
+parser.add_argument("--threads", type=positive_int, help="CPU threads (default: as torch-wge train chooses them)")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--save", help="write the best model's weights here (atomically)")
 args = parser.parse_args()
@@ -56,6 +61,7 @@ try:  # the recipe's settings, each overridden by an option given explicitly
     config = TrainConfig(recipe=args.recipe, seed=args.seed, **{k: v for k, v in given.items() if v is not None})
     config.validate()
     device = resolve_device(args.device)
+    threads = set_threads(args.threads)
 except ValueError as error:
     parser.error(str(error))
 if args.save and not os.path.isdir(os.path.dirname(os.path.abspath(args.save))):
@@ -63,6 +69,7 @@ if args.save and not os.path.isdir(os.path.dirname(os.path.abspath(args.save))):
 
 
 def main() -> None:
+    print(f"{parser.prog}: {threads} CPU thread(s) (--threads to change)", file=sys.stderr)
     torch.manual_seed(args.seed)
 
     # 1. The dataset: one Data with edge_index (head, tail), edge_type and
