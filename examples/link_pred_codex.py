@@ -33,9 +33,10 @@ import torch_geometric.transforms as T
 from torch_wge.cli import OneLineParser, positive_int
 from torch_wge.data import kg_triples
 from torch_wge.datasets import DATASETS, DownloadError, get_dataset
+from torch_wge.distributed import resolve_device
 from torch_wge.evaluation import LinkPredictionEvaluator
 from torch_wge.io import torch_save
-from torch_wge.training import RECIPES, TrainConfig, TrainingQueries, build_model, resolve_device
+from torch_wge.training import RECIPES, TrainConfig, TrainingQueries, build_loss, build_model
 from torch_wge.training.threads import set_threads
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
@@ -87,8 +88,10 @@ def main() -> None:
     #    TwoViewConv layers over both views) -> a QuatEDecoder per layer, scores
     #    weighted by alpha_k. graph_inputs turns the views into CSR adjacencies.
     #    build_model maps the settings to WGE(num_entities, num_relations,
-    #    hidden_channels=..., num_layers=..., dropout=..., objective=..., ...).
+    #    hidden_channels=..., num_layers=..., dropout=..., ...), build_loss to the
+    #    training objective OneToNLoss(objective=..., label_smoothing=..., ...).
     model = build_model(config, data).to(device)
+    loss_fn = build_loss(config)
     graph = {name: adj.to(device) for name, adj in model.graph_inputs(data).items()}
     # AdamW's decoupled weight decay (the fast recipe's 0.1); with 0 it is Adam. Its fused step is
     # several times faster than the default one on the CPU and one kernel launch on a GPU.
@@ -109,8 +112,8 @@ def main() -> None:
         for index in queries.batch_indices(config.batch_size, shuffle):
             heads, relations, positives = (t.to(device) for t in queries.batch(index))
             encoded = model.encode(**graph)  # the whole graph, every layer
-            # 1-N against all entities (or sampled ones); model.loss takes (head, relation, tail) triples instead
-            loss = model.query_loss(encoded, heads, relations, positives)
+            # 1-N against all entities (or sampled ones); loss_fn.triples takes (head, relation, tail) triples
+            loss = loss_fn(model, encoded, heads, relations, positives)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)

@@ -34,8 +34,9 @@ def batch_norm(norm, h):
 
 def view_parts(layer, view):
     """The weight, bias and norm of one view ("ef" or "rf") of a TwoViewConv."""
-    conv, norm = (layer.entity_conv, layer.entity_norm) if view == "ef" else (layer.relation_conv, layer.relation_norm)
-    return conv.lin.weight, conv.bias, norm
+    if view == "ef":
+        return layer.entity_lin.weight, layer.entity_bias, layer.entity_norm
+    return layer.relation_lin.weight, layer.relation_bias, layer.relation_norm
 
 
 def view_update(layer, view, h, adj, act=torch.tanh):
@@ -64,9 +65,9 @@ def two_view_layer(layer, x, rel, ef_edge_index, rf_edge_index, act=torch.tanh):
 
 def randomize(layer):
     """Non-zero biases and batch norm statistics and affine weights."""
-    for conv in (layer.entity_conv, layer.relation_conv):
-        if conv is not None and conv.bias is not None:
-            torch.nn.init.normal_(conv.bias)
+    for bias in (layer.entity_bias, layer.relation_bias):
+        if bias is not None:
+            torch.nn.init.normal_(bias)
     for norm in (layer.entity_norm, layer.relation_norm):
         if norm is not None:
             norm.running_mean.normal_()

@@ -205,55 +205,19 @@ def test_filtered_softmax_of_a_query_every_entity_answers_is_zero():
     assert torch.isfinite(loss) and all(torch.isfinite(g).all() for g in grads)
 
 
-def reference_weighted_softmax(queries, entities, positives, weights, eps, pair_weights):
-    total = 0.0
-    for k, w in enumerate(weights):
-        log_probs = torch.log_softmax(queries[k] @ entities[k].t(), dim=-1)
-        per_pair = torch.stack([-(1 - eps) * log_probs[b, t] - eps * log_probs[b].mean() for b, t in positives.t()])
-        total = total + w * (pair_weights * per_pair).sum() / pair_weights.sum()
-    return total
-
-
-@pytest.mark.parametrize("chunk_elements, min_rows", [(1 << 19, 128), (12, 1), (6, 3)])
-def test_weighted_softmax_equals_dense_reference(monkeypatch, chunk_elements, min_rows):
-    monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", chunk_elements)
-    monkeypatch.setattr(loss_module, "MIN_CHUNK_ROWS", min_rows)
+def test_no_gradient_work_under_no_grad(monkeypatch):
+    # the two gradient matmuls of each chunk are skipped when no input needs a gradient
+    calls = []
+    monkeypatch.setattr(loss_module, "_add_matmul", lambda *args: calls.append(args))
     torch.manual_seed(5)
     queries = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
     entities = torch.randn(3, 6, 4, dtype=torch.float64, requires_grad=True)
-    pair_weights = torch.tensor([0.5, 2.0, 0.0, 1.0, 3.0, 1.5, 0.25], dtype=torch.float64)
-    loss = one_to_n_loss(queries, entities, POSITIVES, WEIGHTS, "softmax", 0.1, pair_weights=pair_weights)
-    expected = reference_weighted_softmax(queries, entities, POSITIVES, WEIGHTS, 0.1, pair_weights)
-    grads = torch.autograd.grad(loss, (queries, entities))
-    expected_grads = torch.autograd.grad(expected, (queries, entities))
-    assert torch.allclose(loss, expected, atol=1e-12)
-    for grad, expected_grad in zip(grads, expected_grads):
-        assert torch.allclose(grad, expected_grad, atol=1e-12)
-
-
-def test_pairs_of_weight_zero_change_nothing():
-    # padding a batch's pairs to a fixed count, as a CUDA graph of the step needs
-    torch.manual_seed(6)
-    queries = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
-    entities = torch.randn(3, 6, 4, dtype=torch.float64, requires_grad=True)
-    padded = torch.cat([POSITIVES, torch.tensor([[0, 2, 4], [0, 5, 1]])], dim=1)
-    pair_weights = torch.cat([torch.ones(7), torch.zeros(3)]).double()
-    loss = one_to_n_loss(queries, entities, POSITIVES, WEIGHTS, "softmax", 0.1)
-    padded_loss = one_to_n_loss(queries, entities, padded, WEIGHTS, "softmax", 0.1, pair_weights=pair_weights)
-    assert torch.allclose(padded_loss, loss, atol=1e-12)
-    for grad, padded_grad in zip(
-        torch.autograd.grad(loss, (queries, entities)), torch.autograd.grad(padded_loss, (queries, entities))
-    ):
-        assert torch.allclose(padded_grad, grad, atol=1e-12)
-
-
-def test_pair_weights_are_checked():
-    q, x = torch.zeros(1, 2, 4), torch.zeros(1, 3, 4)
-    positives = torch.tensor([[0, 1], [2, 0]])
-    with pytest.raises(ValueError, match="pair_weights needs objective='softmax'"):
-        one_to_n_loss(q, x, positives, torch.ones(1), "bce", pair_weights=torch.ones(2))
-    with pytest.raises(ValueError, match=r"pair_weights must be \[T\] = \[2\], got \[3\]"):
-        one_to_n_loss(q, x, positives, torch.ones(1), "softmax", pair_weights=torch.ones(3))
+    with torch.no_grad():
+        loss = one_to_n_loss(queries, entities, POSITIVES, WEIGHTS, "bce", 0.1)
+    assert calls == [] and not loss.requires_grad
+    assert torch.allclose(loss, one_to_n_loss(queries.detach(), entities.detach(), POSITIVES, WEIGHTS, "bce", 0.1))
+    one_to_n_loss(queries, entities, POSITIVES, WEIGHTS, "bce", 0.1)
+    assert len(calls) == 3  # one per layer and chunk
 
 
 def test_unknown_objective():
@@ -269,25 +233,24 @@ def test_unknown_objective():
 def sampled_wge_and_batch(num_candidates):
     import torch_geometric.transforms as T
 
-    from torch_wge.nn import WGE
+    from torch_wge.nn import WGE, OneToNLoss
     from torch_wge.testing import random_kg
     from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
     data = T.Compose([EntityFocusedTransform(), RelationFocusedTransform()])(random_kg(40, 3, 160, seed=3))
     torch.manual_seed(0)
-    model = WGE(40, 3, hidden_channels=2, num_layers=1, dropout=0.0, objective="softmax")
-    model.num_candidates = num_candidates
-    model = model.double().train()
+    model = WGE(40, 3, hidden_channels=2, num_layers=1, dropout=0.0).double().train()
+    loss_fn = OneToNLoss(objective="softmax", candidates=num_candidates)
     heads, relations = torch.tensor([0, 5, 9, 11, 30]), torch.tensor([0, 4, 2, 1, 5])
     positives = torch.tensor([[0, 0, 1, 2, 3, 4, 4], [3, 7, 7, 12, 1, 39, 20]])
-    return model, model.graph_inputs(data), heads, relations, positives
+    return model, loss_fn, model.graph_inputs(data), heads, relations, positives
 
 
-def sampled_softmax_reference(model, inputs, heads, relations, positives, candidates):
+def sampled_softmax_reference(model, loss_fn, inputs, heads, relations, positives, candidates):
     """The sampled softmax loss over ``candidates``, every logit in float64, for autograd."""
     encoded = model.encode(**inputs)
     queries = model.queries(encoded, heads, relations)
-    eps, reference = model.label_smoothing, 0.0
+    eps, reference = loss_fn.label_smoothing, 0.0
     for k, weight in enumerate(model.layer_weights.tolist()):
         logits = queries[k] @ encoded.entities[k][candidates].t()  # [B, |C|]
         rows, tails = positives[0], torch.searchsorted(candidates, positives[1])
@@ -301,9 +264,9 @@ def sampled_softmax_reference(model, inputs, heads, relations, positives, candid
 
 
 def test_sampled_softmax_matches_dense_float64_reference():
-    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=6)
+    model, loss_fn, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=6)
     torch.manual_seed(42)
-    loss = model.query_loss(model.encode(**inputs), heads, relations, positives)
+    loss = loss_fn(model, model.encode(**inputs), heads, relations, positives)
     loss.backward()
     grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
@@ -312,7 +275,7 @@ def test_sampled_softmax_matches_dense_float64_reference():
     torch.manual_seed(42)
     candidates = torch.unique(torch.cat([positives[1], torch.randperm(40)[:6]]))
     assert 6 <= len(candidates) < 40
-    reference = sampled_softmax_reference(model, inputs, heads, relations, positives, candidates)
+    reference = sampled_softmax_reference(model, loss_fn, inputs, heads, relations, positives, candidates)
     reference.backward()
     assert torch.allclose(loss, reference, atol=1e-12)
     for grad, p in zip(grads, model.parameters()):
@@ -321,45 +284,25 @@ def test_sampled_softmax_matches_dense_float64_reference():
 
 def test_sampled_softmax_takes_candidates_drawn_beforehand():
     # the trainer draws a GPU batch's candidates on the CPU and hands them over with the batch
-    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=6)
+    model, loss_fn, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=6)
     candidates = torch.unique(torch.cat([positives[1], torch.tensor([0, 2, 5, 33, 2])]))
     positions = torch.searchsorted(candidates, positives[1])
-    loss = model.query_loss(model.encode(**inputs), heads, relations, positives, candidates=(candidates, positions))
-    reference = sampled_softmax_reference(model, inputs, heads, relations, positives, candidates)
+    loss = loss_fn(model, model.encode(**inputs), heads, relations, positives, (candidates, positions))
+    reference = sampled_softmax_reference(model, loss_fn, inputs, heads, relations, positives, candidates)
     assert torch.allclose(loss, reference, atol=1e-12)
 
 
 def test_sampled_softmax_with_every_entity_drawn_is_the_exact_objective():
-    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=40)
-    sampled = model.query_loss(model.encode(**inputs), heads, relations, positives)
-    model.num_candidates = None
-    exact = model.query_loss(model.encode(**inputs), heads, relations, positives)
+    from torch_wge.nn import OneToNLoss
+
+    model, loss_fn, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=40)
+    sampled = loss_fn(model, model.encode(**inputs), heads, relations, positives)
+    exact = OneToNLoss(objective="softmax")(model, model.encode(**inputs), heads, relations, positives)
     assert torch.allclose(sampled, exact, atol=1e-12)
-    # in evaluation mode every entity is scored, whatever num_candidates says
-    model.eval()
-    exact_eval = model.query_loss(model.encode(**inputs), heads, relations, positives)
-    model.num_candidates = 3
-    assert torch.allclose(model.query_loss(model.encode(**inputs), heads, relations, positives), exact_eval, atol=1e-12)
-
-
-def test_query_loss_of_a_batch_padded_with_pairs_of_weight_zero():
-    model, inputs, heads, relations, positives = sampled_wge_and_batch(num_candidates=None)
-    loss = model.query_loss(model.encode(**inputs), heads, relations, positives)
-    padded = torch.cat([positives, torch.tensor([[0, 0, 3], [0, 0, 17]])], dim=1)
-    pair_weights = torch.cat([torch.ones(positives.size(1)), torch.zeros(3)]).double()
-    padded_loss = model.query_loss(model.encode(**inputs), heads, relations, padded, pair_weights=pair_weights)
-    assert torch.allclose(padded_loss, loss, atol=1e-12)
-    # with sampled candidates, the padding's answers would join the draw unless they are given
-    model.num_candidates = 6
-    with pytest.raises(ValueError, match="only when they are given"):
-        model.query_loss(model.encode(**inputs), heads, relations, padded, pair_weights=pair_weights)
-    model.num_candidates, model.n3_weight = None, 0.1
-    with pytest.raises(ValueError, match="no pair_weights with N3"):
-        model.query_loss(model.encode(**inputs), heads, relations, padded, pair_weights=pair_weights)
 
 
 def test_sampled_softmax_needs_the_softmax_objective():
-    from torch_wge.nn import WGE
+    from torch_wge.nn import OneToNLoss
 
-    with pytest.raises(ValueError, match="num_candidates needs objective='softmax'"):
-        WGE(10, 2, hidden_channels=2, num_candidates=5)
+    with pytest.raises(ValueError, match="candidates needs objective='softmax'"):
+        OneToNLoss(candidates=5)

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from torch_wge.nn import QuatEDecoder
+from torch_wge.nn.decoders import quate_query
 
 
 def paper_score(h, r, t):
@@ -26,10 +27,11 @@ def paper_score(h, r, t):
 def test_plain_quate_equals_paper_formula():
     decoder = QuatEDecoder(12, batch_norm=False, dropout=0.0).double()
     h, r, t = torch.randn(3, 10, 12, dtype=torch.float64)
-    assert torch.allclose(decoder(h, r, t), paper_score(h, r, t), atol=1e-10)
+    assert torch.allclose(decoder.score(h, r, t), paper_score(h, r, t), atol=1e-10)
+    assert torch.allclose(quate_query(h, r), decoder(h, r))
 
 
-def test_score_all_matches_forward():
+def test_score_all_matches_score():
     decoder = QuatEDecoder(8, batch_norm=False).double()
     h, r = torch.randn(2, 5, 8, dtype=torch.float64)
     x = torch.randn(7, 8, dtype=torch.float64)
@@ -37,7 +39,7 @@ def test_score_all_matches_forward():
     assert scores.shape == (5, 7)
     for i in range(5):
         for j in range(7):
-            assert torch.allclose(scores[i, j], decoder(h[i : i + 1], r[i : i + 1], x[j : j + 1])[0])
+            assert torch.allclose(scores[i, j], decoder.score(h[i : i + 1], r[i : i + 1], x[j : j + 1])[0])
 
 
 def test_invariant_to_scaling_each_relation_quaternion():
@@ -45,17 +47,16 @@ def test_invariant_to_scaling_each_relation_quaternion():
     h, r, t = torch.randn(3, 4, 16, dtype=torch.float64)
     scale = torch.rand(4, 4, dtype=torch.float64) * 5 + 0.1  # one factor per quaternion
     scaled = r * scale.repeat(1, 4)
-    assert torch.allclose(decoder(h, scaled, t), decoder(h, r, t), atol=1e-10)
+    assert torch.allclose(decoder.score(h, scaled, t), decoder.score(h, r, t), atol=1e-10)
 
 
-def test_query_of_normalised_relations():
+def test_forward_hooks_see_every_query_scored():
     decoder = QuatEDecoder(8, batch_norm=False).double()
     h, r, t = torch.randn(3, 5, 8, dtype=torch.float64)
-    n = r.unflatten(-1, (4, 2)).norm(dim=-2).repeat(1, 4)  # each quaternion's modulus, per component
-    unit = r / n
-    assert torch.allclose((decoder.query(h, unit, normalized=True) * t).sum(-1), paper_score(h, r, t), atol=1e-10)
-    # without the flag a non-unit r is normalised; with it, taken as it is
-    assert not torch.allclose(decoder.query(h, r, normalized=True), decoder.query(h, r), atol=1e-3)
+    seen = []
+    decoder.register_forward_hook(lambda module, inputs, out: seen.append(out))
+    decoder.score(h, r, t), decoder.score_all(h, r, t)
+    assert len(seen) == 2 and all(torch.allclose(q, quate_query(h, r)) for q in seen)
 
 
 def test_batch_norm_and_dropout_on_query():
@@ -64,13 +65,13 @@ def test_batch_norm_and_dropout_on_query():
     h, r, t = torch.randn(3, 64, 8, dtype=torch.float64)
     decoder.eval()  # running statistics start at mean 0, var 1: BN is x / sqrt(1 + eps)
     plain = QuatEDecoder(8, batch_norm=False).double()
-    assert torch.allclose(decoder(h, r, t), plain(h, r, t) / (1 + 1e-5) ** 0.5, atol=1e-10)
+    assert torch.allclose(decoder.score(h, r, t), plain.score(h, r, t) / (1 + 1e-5) ** 0.5, atol=1e-10)
     no_dropout = QuatEDecoder(8, dropout=0.0).double().train()
-    normalised = no_dropout.query(h, r)  # batch statistics: each channel has mean 0, variance 1
+    normalised = no_dropout(h, r)  # batch statistics: each channel has mean 0, variance 1
     assert torch.allclose(normalised.mean(0), torch.zeros(8, dtype=torch.float64), atol=1e-8)
     assert torch.allclose(normalised.var(0, unbiased=False), torch.ones(8, dtype=torch.float64), atol=1e-3)
     decoder.train()
-    q = decoder.query(h, r)
+    q = decoder(h, r)
     kept = q != 0
     assert 0.35 < (~kept).double().mean() < 0.65  # dropout zeroes about half the entries
     assert torch.allclose(q[kept], 2 * normalised[kept], atol=1e-8)  # the rest scaled by 1 / (1 - p)

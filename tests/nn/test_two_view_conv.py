@@ -10,9 +10,10 @@ from dense_two_view import (
 )
 from torch_geometric.explain import Explainer, GNNExplainer
 from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
-from torch_geometric.nn import Sequential
+from torch_geometric.nn import MessagePassing, Sequential
+from torch_geometric.typing import WITH_TORCH_SPARSE, SparseTensor
 
-from torch_wge.nn import QuaternionGCNConv, QuaternionLinear, TwoViewConv
+from torch_wge.nn import QuaternionLinear, TwoViewConv
 
 VARIANTS = [
     dict(),
@@ -48,14 +49,14 @@ def test_matches_dense_equations(kwargs, training):
 def test_ablations_leave_out_a_view():
     ef, rf = tiny_kg_views()
     layer, x, rel = layer_and_inputs(8, 8, relation_view=False)
-    assert layer.relation_conv is None and layer(x, rel, ef)[1] is rel  # relations pass through
+    assert layer.relation_lin is None and layer(x, rel, ef)[1] is rel  # relations pass through
     layer, x, rel = layer_and_inputs(8, 8, entity_view=False)
     layer.eval()
-    assert layer.entity_conv is None and layer.entity_norm is None
+    assert layer.entity_lin is None and layer.entity_norm is None and layer.views == ("relation",)
     out = layer(x, rel, None, rf)
     # entity 4 has no relation-focused edge: only its own W ⊗ x_4 + b reaches it
-    conv = layer.relation_conv
-    alone = torch.tanh(layer.relation_norm(quaternion_weight_times(conv.lin.weight, x[4:]) + conv.bias))
+    weight, bias = layer.relation_lin.weight, layer.relation_bias
+    alone = torch.tanh(layer.relation_norm(quaternion_weight_times(weight, x[4:]) + bias))
     assert torch.allclose(out[0][4:], alone, atol=1e-12)
 
 
@@ -69,6 +70,32 @@ def test_sparse_adjacency_matches_edge_index():
     assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(dense, sparse))
 
 
+@pytest.mark.skipif(not WITH_TORCH_SPARSE, reason="torch_sparse is not installed (the sparse extra)")
+def test_sparse_tensor_adjacency_matches_edge_index():
+    layer, x, rel = layer_and_inputs()
+    layer.eval()
+    ef, rf = tiny_kg_views()
+    adj = lambda e, n: SparseTensor(row=e[1], col=e[0], sparse_sizes=(n, n))
+    got = layer(x, rel, adj(ef, 5), adj(rf, 9))
+    assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(got, layer(x, rel, ef, rf)))
+
+
+def test_cached_views_are_normalised_once_and_their_gradients_match_the_dense_equations():
+    layer, x, rel = layer_and_inputs(cached=True)
+    ef, rf = tiny_kg_views()
+    csr = lambda e, n: torch.sparse_coo_tensor(e.flip(0), torch.ones(e.size(1)), (n, n)).to_sparse_csr().double()
+    ef_adj, rf_adj = csr(ef, 5), csr(rf, 9)
+    weights = [p for p in layer.parameters()]
+    for _ in range(2):  # the second step reads both cached normalisations and their transposes
+        out_x, out_rel = layer(x, rel, ef_adj, rf_adj)
+        got = torch.autograd.grad(out_x.square().sum() + out_rel.pow(3).sum(), weights)
+    assert layer.entity_normalization.holds(layer.normalized_adjacency("entity", ef_adj, 5, x.dtype)[0])
+    assert layer.relation_normalization.holds(layer.normalized_adjacency("relation", rf_adj, 9, x.dtype)[0])
+    want_x, want_rel = two_view_layer(layer, x, rel, ef, rf)
+    want = torch.autograd.grad(want_x.square().sum() + want_rel.pow(3).sum(), weights)
+    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(got, want))
+
+
 def test_gradcheck():
     layer, x, rel = layer_and_inputs(4, 4)
     ef, rf = tiny_kg_views()
@@ -79,18 +106,28 @@ def test_gradcheck():
     assert all(g.abs().sum() > 0 for g in grads)  # every parameter takes part
 
 
-def test_view_submodules_reset_and_repr():
+def test_one_message_passing_layer_with_its_own_parameters_reset_and_repr():
     layer = TwoViewConv(8, 16, entity_view=False)
-    assert isinstance(layer.relation_conv, QuaternionGCNConv) and layer.entity_conv is None
+    assert isinstance(layer, MessagePassing) and isinstance(layer.relation_lin, QuaternionLinear)
+    assert layer.entity_lin is None and layer.entity_bias is None
     assert str(layer) == "TwoViewConv(8, 16, entity_view=False, relation_view=True, quaternion=True)"
-    assert sorted(name for name, _ in layer.named_children()) == ["act", "relation_conv", "relation_norm"]
+    # no message-passing children: the layer propagates itself
+    assert not any(isinstance(m, MessagePassing) for m in layer.modules() if m is not layer)
+    assert sorted(name for name, _ in layer.named_parameters()) == [
+        "relation_bias",
+        "relation_lin.weight",
+        "relation_norm.bias",
+        "relation_norm.weight",
+    ]
     with torch.no_grad():
-        layer.relation_conv.bias.fill_(1.0)
+        layer.relation_bias.fill_(1.0)
         layer.relation_norm.running_mean.fill_(3.0)
     layer.reset_parameters()
-    assert layer.relation_conv.bias.abs().sum() == 0 and layer.relation_norm.running_mean.abs().sum() == 0
+    assert layer.relation_bias.abs().sum() == 0 and layer.relation_norm.running_mean.abs().sum() == 0
     real = TwoViewConv(6, 10, quaternion=False)
-    assert real.entity_conv.lin.weight.shape == (10, 6) and not isinstance(real.entity_conv.lin, QuaternionLinear)
+    assert real.entity_lin.weight.shape == (10, 6) and not isinstance(real.entity_lin, QuaternionLinear)
+    with pytest.raises(ValueError, match="has no 'entity' view"):
+        layer.transform("entity", torch.randn(2, 8))
 
 
 def test_act_and_norm_as_pyg_layers_take_them():
@@ -135,35 +172,32 @@ def test_inside_pyg_sequential_with_another_layer():
     assert torch.allclose(model(x, rel, ef, rf), lin(want_x), atol=1e-12)
 
 
-def test_propagate_forward_hooks_on_the_view_convolutions():
+def test_propagate_forward_hook_sees_both_views():
     layer, x, rel = layer_and_inputs(8, 8, norm=None)
     ef, rf = tiny_kg_views()
     seen = []
-    handles = [
-        conv.register_propagate_forward_hook(lambda module, inputs, out: seen.append(out))
-        for conv in (layer.relation_conv, layer.entity_conv)
-    ]
+    handle = layer.register_propagate_forward_hook(lambda module, inputs, out: seen.append(out))
     layer(x, rel, ef, rf)
-    for handle in handles:
-        handle.remove()
+    handle.remove()
     layer(x, rel, ef, rf)
     # one propagation over the 9 entity and relation nodes, Â_rf (W_rf ⊗ [x; rel]), then Â_ef (W_ef ⊗ x)
     xr = torch.cat([x, rel])
-    expected_rf = normalized_adjacency(rf, 9) @ quaternion_weight_times(layer.relation_conv.lin.weight, xr)
-    expected_ef = normalized_adjacency(ef, 5) @ quaternion_weight_times(layer.entity_conv.lin.weight, x)
+    expected_rf = normalized_adjacency(rf, 9) @ quaternion_weight_times(layer.relation_lin.weight, xr)
+    expected_ef = normalized_adjacency(ef, 5) @ quaternion_weight_times(layer.entity_lin.weight, x)
     assert len(seen) == 2
     assert torch.allclose(seen[0], expected_rf, atol=1e-12) and torch.allclose(seen[1], expected_ef, atol=1e-12)
 
 
-def test_get_num_hops_counts_each_view_convolution():
+def test_get_num_hops_is_one_per_layer():
     from torch_geometric.utils import get_num_hops
 
     from torch_wge.nn import WGE, TwoViewEncoder
 
-    # PyG counts message-passing modules: two per two-view layer, one per single-view layer
-    assert get_num_hops(TwoViewConv(8, 8)) == 2
+    # PyG counts message-passing modules: a layer reaches one hop in each view
+    assert get_num_hops(TwoViewConv(8, 8)) == 1
     assert get_num_hops(TwoViewConv(8, 8, relation_view=False)) == 1
-    assert get_num_hops(TwoViewEncoder(8, num_layers=2)) == 4
+    for num_layers in (1, 2, 3):
+        assert get_num_hops(TwoViewEncoder(8, num_layers=num_layers)) == num_layers
     assert get_num_hops(WGE(10, 2, hidden_channels=2, num_layers=3, views="levi")) == 3
 
 

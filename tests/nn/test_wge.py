@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.transforms as T
 
-from torch_wge.nn import WGE, QuatEDecoder
+from torch_wge.nn import WGE, OneToNLoss, QuatEDecoder
 from torch_wge.testing import random_kg
 from torch_wge.transforms import EntityFocusedTransform, LeviGraphTransform, RelationFocusedTransform
 from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion
@@ -62,7 +62,7 @@ def test_loss_equals_dense_bce_with_label_smoothing(data):
     encoded = model.encode(**model.graph_inputs(data))
     heads, relations = torch.tensor([0, 1, 2, 3]), torch.tensor([0, 1, 2, 3])
     positives = torch.tensor([[0, 0, 2, 3], [4, 9, 1, 0]])
-    loss = model.query_loss(encoded, heads, relations, positives)
+    loss = OneToNLoss()(model, encoded, heads, relations, positives)
 
     encoded = model.encode(**model.graph_inputs(data))  # same batch statistics: same batch
     logits = model.layer_scores(encoded, heads, relations)
@@ -78,7 +78,7 @@ def test_loss_equals_dense_bce_with_label_smoothing(data):
 def test_gradients_reach_every_parameter(data):
     model = make(data, num_layers=2)
     encoded = model.encode(**model.graph_inputs(data))
-    model.query_loss(encoded, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]])).backward()
+    OneToNLoss()(model, encoded, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]])).backward()
     missing = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
     assert missing == []
 
@@ -129,13 +129,12 @@ def test_a_built_view_attribute_is_not_set_silently(data):
 def test_n3_term_is_the_sum_of_cubed_quaternion_moduli(data):
     torch.manual_seed(0)
     plain = make(data, num_layers=1, dropout=0.0).double()
-    regularised = make(data, num_layers=1, dropout=0.0, n3_weight=0.25).double()
-    regularised.load_state_dict(plain.state_dict())
     heads, relations = torch.tensor([0, 1, 2]), torch.tensor([0, 3, 1])
     positives = torch.tensor([[0, 0, 2], [4, 9, 1]])
-    difference = regularised.query_loss(
-        regularised.encode(**regularised.graph_inputs(data)), heads, relations, positives
-    ) - plain.query_loss(plain.encode(**plain.graph_inputs(data)), heads, relations, positives)
+    encoded = plain.encode(**plain.graph_inputs(data))
+    difference = OneToNLoss(n3=0.25)(plain, encoded, heads, relations, positives) - OneToNLoss()(
+        plain, encoded, heads, relations, positives
+    )
 
     def cubed_moduli(vector):  # quaternion q has parts vector[q], vector[n + q], vector[2n + q], vector[3n + q]
         n = vector.numel() // 4
@@ -153,11 +152,11 @@ def test_n3_term_is_the_sum_of_cubed_quaternion_moduli(data):
 
 
 def test_relation_prediction_loss_is_softmax_over_all_relations_of_the_quate_score(data):
-    model = make(data, num_layers=1, relation_prediction_weight=1.0)
+    model = make(data, num_layers=1)
     encoded = model.encode(**model.graph_inputs(data))
     heads, relations = torch.tensor([0, 1, 2]), torch.tensor([0, 4, 1])
     positives = torch.tensor([[0, 1, 1, 2], [4, 9, 7, 1]])
-    loss = model.relation_prediction_loss(encoded, heads, relations, positives)
+    loss = OneToNLoss.relation_prediction_loss(model, encoded, heads, relations, positives)
 
     expected = 0.0
     for k, weight in enumerate([0.9, 0.1]):
@@ -221,7 +220,7 @@ def test_loss_on_triples_asks_each_distinct_query_once_with_all_its_answers(data
     model = make(data, num_layers=2, dropout=0.0)  # training mode: batch norm over the batch's queries
     head, rel, tail = torch.tensor([0, 0, 5, 7, 0]), torch.tensor([1, 1, 1, 2, 1]), torch.tensor([4, 9, 4, 0, 4])
     encoded = model.encode(**model.graph_inputs(data))
-    loss = model.loss(encoded, head, rel, tail)
+    loss = OneToNLoss().triples(model, encoded, head, rel, tail)
     # by hand: queries (h, r) and (t, r + 3) of the distinct triples, sorted by (head, relation)
     answers = {}
     for h, r, t in set(zip(head.tolist(), rel.tolist(), tail.tolist())):
@@ -231,12 +230,12 @@ def test_loss_on_triples_asks_each_distinct_query_once_with_all_its_answers(data
     assert queries[:3] == [(0, 1), (0, 5), (4, 4)] and answers[(0, 1)] == {4, 9} and answers[(4, 4)] == {0, 5}
     rows = [row for row, query in enumerate(queries) for _ in answers[query]]
     tails = [t for query in queries for t in sorted(answers[query])]
-    expected = model.query_loss(encoded, *map(torch.tensor, zip(*queries)), torch.tensor([rows, tails]))
+    expected = OneToNLoss()(model, encoded, *map(torch.tensor, zip(*queries)), torch.tensor([rows, tails]))
     assert torch.allclose(loss, expected, atol=1e-12)
     # the trainer's loss on the same batch: the queries of these triples, all at once
     trainer_queries = TrainingQueries(torch.stack([head, rel, tail], dim=1), data.num_nodes, data.num_relations)
     batch = trainer_queries.batch(torch.arange(len(trainer_queries)))
-    assert torch.allclose(loss, model.query_loss(encoded, *batch), atol=1e-12)
+    assert torch.allclose(loss, OneToNLoss()(model, encoded, *batch), atol=1e-12)
 
 
 def test_training_on_triples_lowers_the_loss(data):
@@ -247,7 +246,7 @@ def test_training_on_triples_lowers_the_loss(data):
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     losses = []
     for _ in range(5):
-        loss = model.loss(model.encode(**inputs), head, rel, tail)
+        loss = OneToNLoss().triples(model, model.encode(**inputs), head, rel, tail)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -255,10 +254,27 @@ def test_training_on_triples_lowers_the_loss(data):
     assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses
 
 
-def test_loss_refuses_query_positives():
+def test_loss_on_triples_refuses_query_positives_and_relations_out_of_range():
     model = WGE(5, 2, hidden_channels=2, num_layers=0)
     encoded = model.encode()
-    with pytest.raises(ValueError, match="query_loss"):
-        model.loss(encoded, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]]))
+    with pytest.raises(ValueError, match="positives go to forward"):
+        OneToNLoss().triples(model, encoded, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([[0, 1], [2, 3]]))
     with pytest.raises(ValueError, match="2 heads, 1 relations"):
-        model.loss(encoded, torch.tensor([0, 1]), torch.tensor([0]), torch.tensor([2, 3]))
+        OneToNLoss().triples(model, encoded, torch.tensor([0, 1]), torch.tensor([0]), torch.tensor([2, 3]))
+    # relation ids are packed into query keys e * 2R + r: an id outside [0, R) would become another query
+    for bad in (2, -1, 3):
+        with pytest.raises(ValueError, match=r"outside the relations \[0, 2\)"):
+            OneToNLoss().triples(model, encoded, torch.tensor([0]), torch.tensor([bad]), torch.tensor([1]))
+
+
+def test_hooks_on_the_decoders_fire_whenever_the_model_scores(data):
+    model = make(data, num_layers=2).eval()
+    seen = []
+    for k, decoder in enumerate(model.decoders):
+        decoder.register_forward_hook(lambda module, inputs, out, k=k: seen.append((k, out.shape)))
+    encoded = model.encode(**model.graph_inputs(data))
+    heads, relations, tails = torch.tensor([0, 3]), torch.tensor([0, 4]), torch.tensor([1, 2])
+    model.score_all(encoded, heads, relations)
+    model.score_triples(encoded, heads, relations, tails)
+    OneToNLoss()(model, encoded, heads, relations, torch.tensor([[0, 1], [1, 2]]))
+    assert seen == [(k, (2, 8)) for _ in range(3) for k in range(3)]

@@ -19,12 +19,13 @@ import torch
 import torch.multiprocessing as mp
 import torch_geometric.transforms as T
 
+from torch_wge.distributed import DistributedContext, SyncedBatchNorm1d
 from torch_wge.evaluation import LinkPredictionEvaluator
 from torch_wge.evaluation.sharding import shard_bounds
-from torch_wge.nn.norm import SyncedBatchNorm1d
+from torch_wge.nn import OneToNLoss
 from torch_wge.testing import random_kg
 from torch_wge.training import TrainConfig, Trainer, load_checkpoint, split_triples
-from torch_wge.training.distributed import BatchLoss, DistributedContext, wrap_data_parallel
+from torch_wge.training.batch_loss import BatchLoss
 from torch_wge.training.inference import evaluate_model
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
@@ -108,7 +109,7 @@ def _train_job(rank, out, config, resume=False, die_after_epoch=None, dtype=torc
                 os._exit(3)
 
         trainer_module.save_checkpoint = save_then_die
-    from torch_wge.training.sharded_encoder import ShardedTwoViewEncoder
+    from torch_wge.distributed import ShardedTwoViewEncoder
 
     trainer = Trainer(config, make_data(), out, progress=False)
     assert trainer.dist.world_size == int(os.environ["WORLD_SIZE"]) and trainer.dist.backend == "gloo"
@@ -147,8 +148,8 @@ def _gradient_job(rank, out):
     torch.manual_seed(0)
     model = build_model(config, data)
     inputs = model.graph_inputs(data)
-    SyncedBatchNorm1d.convert(model.decoders, context.new_group())
-    module = wrap_data_parallel(BatchLoss(model, inputs), context)
+    context.distribute(model, "replicated")
+    module = context.data_parallel(BatchLoss(model, OneToNLoss(), inputs))
     queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
     index = torch.arange(40) if rank == 0 else torch.arange(0)
     loss = module(*queries.batch(index), WORLD_SIZE * index.numel() / 40)
@@ -302,7 +303,7 @@ def test_uneven_and_empty_parts_give_the_global_batch_gradient(tmp_path, float64
     torch.manual_seed(0)
     model = build_model(make_config(), data)
     queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
-    loss = BatchLoss(model, model.graph_inputs(data))(*queries.batch(torch.arange(40)))
+    loss = BatchLoss(model, OneToNLoss(), model.graph_inputs(data))(*queries.batch(torch.arange(40)))
     loss.backward()
     for rank in range(2):
         got = torch.load(tmp_path / f"grads-rank{rank}.pt")
@@ -346,8 +347,8 @@ def _sharded_case(views, num_layers, conv, num_relations):
 def _sharded_encoder_job(rank, out, world_size, all_to_all):
     """Each case: the loss and gradients of one global batch and the validation metrics, sharded encoder,
     its gathers' gradients summed by an all-to-all and a local sum (gloo's way) or a reduce-scatter (NCCL's)."""
-    from torch_wge.training import TrainingQueries, sharded_encoder
-    from torch_wge.training.sharded_encoder import shard_encoder
+    from torch_wge.distributed import sharded_encoder
+    from torch_wge.training import TrainingQueries
 
     sharded_encoder.sums_by_all_to_all = lambda group: all_to_all
 
@@ -355,9 +356,8 @@ def _sharded_encoder_job(rank, out, world_size, all_to_all):
     results = []
     for case in SHARDED_CASES:
         model, data, inputs, evaluator = _sharded_case(*case)
-        SyncedBatchNorm1d.convert(model.decoders, context.new_group())
-        shard_encoder(model, context.new_group())
-        module = wrap_data_parallel(BatchLoss(model, inputs), context)
+        context.distribute(model, "sharded")
+        module = context.data_parallel(BatchLoss(model, OneToNLoss(), inputs))
         queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
         start, stop = shard_bounds(SHARDED_BATCH, rank, world_size)
         all_reduce, all_reduces = torch.distributed.all_reduce, []
@@ -391,7 +391,7 @@ def test_sharded_encoder_equals_one_process(tmp_path, world_size, all_to_all):
     for index, case in enumerate(SHARDED_CASES):
         model, data, inputs, evaluator = _sharded_case(*case)
         queries = TrainingQueries(split_triples(data, "train"), data.num_nodes, data.num_relations)
-        loss = BatchLoss(model, inputs)(*queries.batch(torch.arange(SHARDED_BATCH)))
+        loss = BatchLoss(model, OneToNLoss(), inputs)(*queries.batch(torch.arange(SHARDED_BATCH)))
         loss.backward()
         model.eval()
         metrics = evaluate_model(model, inputs, evaluator, 16).to_flat_dict()
@@ -402,8 +402,8 @@ def test_sharded_encoder_equals_one_process(tmp_path, world_size, all_to_all):
             assert result["loss"] == pytest.approx(loss.item(), rel=1e-12), (case, rank)
             assert result["state"] == list(model.state_dict()), case  # the sharding renames nothing
             assert result["metrics"] == metrics, (case, rank)
-            # the batch norms' statistics: one all-reduce a layer (both views), one for all the decoders
-            assert result["forward_all_reduces"] == case[1] + 1, (case, rank)
+            # the batch norms' statistics: one all-reduce a layer (both views), one a decoder
+            assert result["forward_all_reduces"] == case[1] + (case[1] + 1), (case, rank)
             for name, p in model.named_parameters():
                 error = (result["grads"][name] - p.grad).abs().max().item()
                 assert error <= 1e-9 * scale, (case, rank, name, error)
@@ -478,7 +478,7 @@ def test_shard_bounds_cover_every_item_once():
 
 
 def test_row_shares_deal_the_rows_by_weight_and_balance_counts_and_weights():
-    from torch_wge.training.sharded_encoder import RowShares
+    from torch_wge.distributed import RowShares
 
     generator = torch.Generator().manual_seed(3)
     for count, world in ((1, 2), (7, 3), (50, 4), (3, 3), (2, 3), (64, 2)):
@@ -512,7 +512,7 @@ def test_synced_batch_norm_is_batch_norm_in_one_process():
 
 
 def test_channel_moments_and_their_gradient():
-    from torch_wge.nn.norm.synced_batch_norm import ChannelMoments
+    from torch_wge.distributed.batch_norm import ChannelMoments
 
     x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
     assert torch.allclose(ChannelMoments.apply(x), torch.cat([x.sum(0), (x * x).sum(0)]), rtol=1e-14, atol=0)

@@ -86,10 +86,10 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
 
     made = {}
 
-    class KeptWGE(torch_wge.nn.WGE):
+    class KeptLoss(torch_wge.nn.OneToNLoss):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            made["model"] = self
+            made["loss"] = self
 
     class StopAtTheOptimiser(torch.optim.AdamW):  # what the example builds, then nothing is trained
         def __init__(self, params, **kwargs):
@@ -98,7 +98,7 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
             raise SystemExit(0)
 
     monkeypatch.setattr(torch_wge.datasets, "get_dataset", random_kg_in_place_of_codex)
-    monkeypatch.setattr(torch_wge.training.model, "WGE", KeptWGE)  # the model build_model makes
+    monkeypatch.setattr(torch_wge.training.model, "OneToNLoss", KeptLoss)  # the loss build_loss makes
     monkeypatch.setattr(torch.optim, "AdamW", StopAtTheOptimiser)
     run_example_until_it_stops(monkeypatch, "--recipe", recipe, "--device", "cpu")
     monkeypatch.undo()
@@ -108,10 +108,10 @@ def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monke
     assert type(trainer.optimizer) is torch.optim.AdamW
     for name in ("lr", "weight_decay", "betas", "eps", "fused"):
         assert example_defaults[name] == trainer_defaults[name], name
-    assert made["model"].num_candidates == trainer.model.num_candidates
+    assert repr(made["loss"]).replace("KeptLoss", "OneToNLoss") == repr(trainer.loss_fn)
     # the recipes' values, written out: fast decays the weights, large samples 2000 candidates
-    assert (example_defaults["weight_decay"], made["model"].num_candidates) == (
-        (0.1, None) if recipe == "fast" else (0.0, 2000)
+    assert (example_defaults["weight_decay"], made["loss"].candidates) == (
+        (0.1, 0) if recipe == "fast" else (0.0, 2000)
     )
 
 
@@ -163,15 +163,15 @@ def test_the_example_reports_every_epoch_and_an_interrupt(monkeypatch, capsys):
 
 
 def test_large_recipe_is_the_fast_recipe_shortened_with_a_sampled_softmax(data):
-    from torch_wge.training import build_model
+    from torch_wge.training import build_loss
 
     large, fast = TrainConfig(recipe="large"), TrainConfig(recipe="fast")
     assert (large.epochs, large.warmup_epochs, large.eval_every, large.candidates) == (80, 1, 2, 2000)
     assert (large.weight_decay, fast.weight_decay) == (0.0, 0.1)
     differing = {name for name in RECIPES["paper"] if getattr(large, name) != getattr(fast, name)}
     assert differing == {"epochs", "warmup_epochs", "eval_every", "candidates", "weight_decay"}
-    assert build_model(large, data).num_candidates == 2000
-    assert build_model(TrainConfig(recipe="large", candidates=0), data).num_candidates is None  # exact 1-N
+    assert build_loss(large).candidates == 2000
+    assert build_loss(TrainConfig(recipe="large", candidates=0)).candidates == 0  # exact 1-N
 
 
 def test_explicit_values_override_the_recipe():
@@ -257,13 +257,13 @@ def test_graph_defaults_of_train_config_are_the_transforms():
 
 
 def test_candidates_setting_builds_a_sampled_softmax_model(data):
-    from torch_wge.training import build_model
+    from torch_wge.training import build_loss
 
     config = TrainConfig(objective="softmax", candidates=7)
     config.validate()
-    assert build_model(config, data).num_candidates == 7
-    assert build_model(TrainConfig(), data).num_candidates is None
-    assert build_model(TrainConfig(objective="softmax", candidates=0), data).num_candidates is None
+    assert build_loss(config).candidates == 7
+    assert build_loss(TrainConfig()).candidates == 0
+    assert build_loss(TrainConfig(objective="softmax", candidates=0)).candidates == 0
     for bad in (TrainConfig(objective="bce", candidates=7), TrainConfig(objective="softmax", candidates=-1)):
         with pytest.raises(ValueError, match="candidates needs --objective softmax"):
             bad.validate()

@@ -1,5 +1,5 @@
 from torch_wge.nn.conv import QuaternionGCNConv, TwoViewConv
-from torch_wge.nn.decoders import QuatEDecoder
+from torch_wge.nn.decoders import OneToNLoss, QuatEDecoder
 from torch_wge.nn.dense import QuaternionLinear
 from torch_wge.nn.models import WGE, EncodedGraph, TwoViewEncoder
 
@@ -8,6 +8,7 @@ __all__ = [
     "QuaternionGCNConv",
     "TwoViewConv",
     "QuatEDecoder",
+    "OneToNLoss",
     "TwoViewEncoder",
     "WGE",
     "EncodedGraph",

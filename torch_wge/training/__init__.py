@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the same names as _MODULE_
     from torch_wge.training.data import graph_transform, load_data, open_dataset, split_triples  # noqa: F401
     from torch_wge.training.export import export_embeddings, load_embeddings  # noqa: F401
     from torch_wge.training.inference import evaluate_checkpoint, evaluate_model, load_trained, predict, predict_query  # noqa: F401
-    from torch_wge.training.model import build_model, resolve_device  # noqa: F401
+    from torch_wge.training.model import build_loss, build_model  # noqa: F401
     from torch_wge.training.queries import TrainingQueries  # noqa: F401
     from torch_wge.training.trackers import TensorBoardTracker, Tracker  # noqa: F401
     from torch_wge.training.trainer import Trainer  # noqa: F401
@@ -34,8 +34,8 @@ _MODULE_OF = {
     "Trainer": "trainer",
     "Tracker": "trackers",
     "TensorBoardTracker": "trackers",
+    "build_loss": "model",
     "build_model": "model",
-    "resolve_device": "model",
     "evaluate_checkpoint": "inference",
     "evaluate_model": "inference",
     "load_trained": "inference",

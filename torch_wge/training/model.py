@@ -1,39 +1,13 @@
 import os
-from typing import Dict, Optional
+from typing import Dict
 
 import torch
 from torch_geometric.data import Data
 
 from torch_wge.data import num_kg_relations
-from torch_wge.nn import WGE
+from torch_wge.nn import WGE, OneToNLoss
 from torch_wge.training.config import TrainConfig
-
-
-def resolve_device(device: Optional[str]) -> torch.device:
-    """``device`` as given (``cpu:0`` as ``cpu``, the one name torch.load
-    restores), or CUDA when available, else the CPU.
-
-    Raises:
-        ValueError: for a name that is no CPU or CUDA device, or a CUDA
-            device this machine does not have.
-    """
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError:
-        resolved = None
-    if resolved is None or resolved.type not in ("cpu", "cuda"):
-        raise ValueError(f"unknown device {device!r}; expected cpu, cuda or cuda:N")
-    if resolved.type == "cpu":
-        if resolved.index not in (None, 0):
-            raise ValueError(f"device {device!r}: the CPU is one device; use cpu")
-        return torch.device("cpu")  # one name: torch.load cannot restore storages tagged "cpu:0"
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r}: CUDA is not available on this machine")
-    if resolved.type == "cuda" and (resolved.index or 0) >= torch.cuda.device_count():
-        raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return resolved
+from torch_wge.training.precision import PRECISIONS
 
 
 def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.device) -> None:
@@ -64,8 +38,9 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
     the trainer, by inference from checkpoints and by scripts that train a
     model in their own loop. The graph settings (:obj:`beta`,
     :obj:`predicate_entities`, :obj:`relation_edges`) shape ``data``'s views
-    instead (:func:`~torch_wge.training.graph_transform`); the optimisation
-    settings are the training loop's.
+    instead (:func:`~torch_wge.training.graph_transform`), the objective's
+    settings the loss (:func:`build_loss`); the optimisation settings are the
+    training loop's.
 
     Example:
         >>> from torch_wge.testing import random_kg
@@ -81,10 +56,23 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
         alpha0=config.alpha0,
         dropout=config.dropout,
         views=config.views,
-        quaternion=config.conv == "quaternion",
-        label_smoothing=config.label_smoothing,
+        conv=config.conv,
+    )
+
+
+def build_loss(config: TrainConfig) -> OneToNLoss:
+    """The training objective that ``config`` describes (:class:`~torch_wge.nn.OneToNLoss`), used
+    by the trainer and by scripts that train a model in their own loop.
+
+    Example:
+        >>> build_loss(TrainConfig(objective="softmax", label_smoothing=0.0, candidates=500))
+        OneToNLoss(objective='softmax', label_smoothing=0.0, n3=0.0, relation_prediction=0.0, candidates=500)
+    """
+    return OneToNLoss(
         objective=config.objective,
-        num_candidates=config.candidates or None,  # 0: all entities
-        n3_weight=config.n3,
-        relation_prediction_weight=config.relation_prediction,
+        label_smoothing=config.label_smoothing,
+        n3=config.n3,
+        relation_prediction=config.relation_prediction,
+        candidates=config.candidates,
+        matmul_dtype=PRECISIONS[config.precision].loss_matmul_dtype,
     )

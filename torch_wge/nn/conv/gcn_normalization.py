@@ -5,6 +5,7 @@ from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.typing import Adj, OptTensor, SparseTensor
 from torch_geometric.utils import spmm
@@ -110,14 +111,47 @@ class GCNNormalization:
             self._transpose = _eager_csr_transpose(adj_t) if is_csr else None
         return result
 
+    def holds(self, adj_t: Adj) -> bool:
+        """Whether ``adj_t`` is this normalisation's cached result."""
+        return self._result is not None and adj_t is self._result[0]
+
+    @staticmethod
+    def spmm(adj_t: Adj, x: Tensor, reduce: str) -> Tensor:
+        r""":math:`\mathbf{\hat{A}} \mathbf{X}` of any sparse adjacency, ``[num_nodes, F]``."""
+        return spmm(adj_t, x, reduce=reduce)
+
     def propagate_sparse(self, adj_t: Adj, x: Tensor, reduce: str) -> Tensor:
         r""":math:`\mathbf{\hat{A}} \mathbf{X}` for the fused message passing
         of a sparse adjacency, ``[num_nodes, F]``: with the cached transpose
         when ``adj_t`` is this normalisation's cached result (no transposing
         and sorting in every backward), else :func:`torch_geometric.utils.spmm`."""
-        if self._transpose is not None and self._result is not None and adj_t is self._result[0]:
+        if self._transpose is not None and self.holds(adj_t):
             return matmul_with_transpose(adj_t, self._transpose, x)
         return spmm(adj_t, x, reduce=reduce)
+
+
+def gcn_convolution(
+    conv: MessagePassing,
+    normalization: Optional[GCNNormalization],
+    lin: torch.nn.Module,
+    bias: OptTensor,
+    x: Tensor,
+    edge_index: Adj,
+    edge_weight: OptTensor = None,
+) -> Tensor:
+    r"""The update of a graph convolution,
+    :math:`\mathbf{\hat{A}} (\mathbf{W} \mathbf{X}) + \mathbf{b}`, ``[num_nodes, F_out]``:
+    ``edge_index`` normalised by ``normalization`` (as it is where that is
+    :obj:`None`), ``x`` mapped by ``lin`` (:math:`\mathbf{W}`, a quaternion
+    or a real weight), the messages passed by ``conv``'s
+    :meth:`~torch_geometric.nn.conv.MessagePassing.propagate` (so that its
+    hooks and explainer see them) and ``bias`` added. The one update of
+    :class:`~torch_wge.nn.QuaternionGCNConv` and of each view of
+    :class:`~torch_wge.nn.TwoViewConv`."""
+    if normalization is not None:
+        edge_index, edge_weight = normalization(edge_index, edge_weight, x.size(int(conv.node_dim)), x.dtype)
+    out = conv.propagate(edge_index, x=lin(x), edge_weight=edge_weight)
+    return out if bias is None else out + bias
 
 
 def weighted_message(x_j: Tensor, edge_weight: OptTensor) -> Tensor:

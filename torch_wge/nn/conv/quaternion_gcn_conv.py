@@ -1,13 +1,12 @@
-from typing import Optional, Union, cast
+from typing import Optional
 
 import torch
 from torch import Tensor
 from torch.nn import Parameter
-from torch_geometric.nn import Linear
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.typing import Adj, OptTensor
 
-from torch_wge.nn.conv.gcn_normalization import GCNNormalization, weighted_message
+from torch_wge.nn.conv.gcn_normalization import GCNNormalization, gcn_convolution, weighted_message
 from torch_wge.nn.dense import QuaternionLinear
 
 
@@ -80,6 +79,10 @@ class QuaternionGCNConv(MessagePassing):
         torch.Size([3, 16])
     """
 
+    #: The arguments of :meth:`propagate` (called by
+    #: :func:`~torch_wge.nn.conv.gcn_normalization.gcn_convolution`).
+    propagate_type = {"x": Tensor, "edge_weight": OptTensor}
+
     def __init__(
         self,
         in_channels: int,
@@ -107,7 +110,7 @@ class QuaternionGCNConv(MessagePassing):
         self.add_self_loops = add_self_loops
         self.normalize = normalize
         self.gcn_normalization = GCNNormalization(improved, add_self_loops, self.flow, cached)
-        self.lin = self._weight(in_channels, out_channels)
+        self.lin = QuaternionLinear(in_channels, out_channels, bias=False)
         if bias:
             self.bias = Parameter(torch.empty(out_channels))
         else:
@@ -123,13 +126,9 @@ class QuaternionGCNConv(MessagePassing):
             torch.nn.init.zeros_(self.bias)
         self.gcn_normalization.clear()
 
-    def _weight(self, in_channels: int, out_channels: int) -> Union[QuaternionLinear, Linear]:
-        r"""The map :math:`\mathbf{W} \otimes`: a :class:`~torch_wge.nn.QuaternionLinear` without bias."""
-        return QuaternionLinear(in_channels, out_channels, bias=False)
-
     def quaternion_matrix(self) -> Tensor:
         r"""The real matrix ``[F_in, F_out]`` that applies :math:`\mathbf{W} \otimes`."""
-        return cast(QuaternionLinear, self.lin).matrix()
+        return self.lin.matrix()
 
     def forward(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
         if isinstance(x, (tuple, list)):
@@ -137,16 +136,8 @@ class QuaternionGCNConv(MessagePassing):
                 f"'{self.__class__.__name__}' received a tuple of node features; "
                 f"bipartite message passing is not supported"
             )
-        if self.normalize:
-            edge_index, edge_weight = self.gcn_normalization(
-                edge_index, edge_weight, x.size(int(self.node_dim)), x.dtype
-            )
-        x = self.lin(x)
-        # propagate_type: (x: Tensor, edge_weight: OptTensor)
-        out: Tensor = self.propagate(edge_index, x=x, edge_weight=edge_weight)
-        if self.bias is not None:
-            out = out + self.bias
-        return out
+        normalization = self.gcn_normalization if self.normalize else None
+        return gcn_convolution(self, normalization, self.lin, self.bias, x, edge_index, edge_weight)
 
     def message(self, x_j: Tensor, edge_weight: OptTensor) -> Tensor:
         return weighted_message(x_j, edge_weight)

@@ -1,3 +1,4 @@
-from torch_wge.nn.decoders.quate_decoder import QuatEDecoder
+from torch_wge.nn.decoders.loss import OneToNLoss
+from torch_wge.nn.decoders.quate_decoder import QuatEDecoder, quate_query
 
-__all__ = ["QuatEDecoder"]
+__all__ = ["OneToNLoss", "QuatEDecoder", "quate_query"]

@@ -1,4 +1,4 @@
-r"""1-N training objectives of WGE and QuatE, fused with the scoring matmul.
+r"""1-N training objectives of WGE and QuatE (:class:`OneToNLoss`), fused with the scoring matmul.
 
 Every objective scores a batch of queries :math:`q_{kb}` (``[L, B, C]``: one
 query per layer :math:`k` and batch row :math:`b`) against every entity
@@ -15,6 +15,9 @@ from typing import Callable, Dict, Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_conjugate, quaternion_norm
+from torch_wge.utils.triples import add_inverse_triples, query_from_key, query_key
 
 #: Rows of logits processed together: about 2 MiB of float32 per chunk, so
 #: that a chunk's element-wise passes run in cache ...
@@ -72,17 +75,13 @@ def _answer_counts(logits: Tensor, rows: Tensor) -> Tensor:
     return counts.index_add_(0, rows, logits.new_ones(rows.numel(), 1))
 
 
-def _softmax_chunk(
-    logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float, pair_weights: Optional[Tensor] = None
-) -> Tensor:
+def _softmax_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
     r"""Every positive pair :math:`(b, t)` one example: the sum of
     :math:`\log \sum_n e^{f_{bn}} - (1 - \epsilon) f_{bt} - \frac{\epsilon}{N}
     \sum_n f_{bn}` over the chunk's pairs, a row of :math:`a_b` answers
-    counting :math:`a_b` times; with ``pair_weights`` ``[P]`` each pair's
-    term weighted by its :math:`w_{bt}`."""
-    weights = logits.new_ones(rows.numel()) if pair_weights is None else pair_weights
-    row_weights = logits.new_zeros(logits.size(0), 1).index_add_(0, rows, weights.unsqueeze(1))
-    return _cross_entropy_chunk(logits, rows, cols, label_smoothing, row_weights, weights)
+    counting :math:`a_b` times."""
+    weights = logits.new_ones(rows.numel())
+    return _cross_entropy_chunk(logits, rows, cols, label_smoothing, _answer_counts(logits, rows), weights)
 
 
 def _kl_chunk(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
@@ -160,18 +159,15 @@ def _add_matmul(out: Tensor, a: Tensor, b: Tensor) -> None:
 
 class _FusedOneToNLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype, weights):
+    def forward(ctx, queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype, gradients):
+        # the gradients are formed with the loss, when the inputs need them (not under no_grad)
         num_layers, num_queries, _ = queries.shape
         num_entities = entities.size(1)
         chunk_fn, count_examples = OBJECTIVES[objective]
         rows, cols = positives
         order = torch.argsort(rows, stable=True)
         rows, cols = rows[order], cols[order]
-        if weights is None:
-            normaliser = max(count_examples(num_queries, num_entities, rows), 1)
-        else:  # the weights' sum, left on the device
-            weights = weights[order].to(queries.dtype)
-            normaliser = weights.sum().clamp_min(1.0)
+        normaliser = max(count_examples(num_queries, num_entities, rows), 1)
         scale = layer_weights.to(queries.dtype) / normaliser  # [L], left on the device
         chunk_elements = CHUNK_ELEMENTS if queries.device.type == "cpu" else GPU_CHUNK_ELEMENTS
         chunk_rows = max(1, min(num_queries, max(MIN_CHUNK_ROWS, chunk_elements // max(num_entities, 1))))
@@ -182,8 +178,8 @@ class _FusedOneToNLoss(torch.autograd.Function):
             bounds = torch.searchsorted(rows, starts).tolist()
 
         buffer = queries.new_empty(chunk_rows, num_entities)
-        grad_queries = torch.empty_like(queries)
-        grad_entities = torch.zeros_like(entities)
+        grad_queries = torch.empty_like(queries) if gradients else None
+        grad_entities = torch.zeros_like(entities) if gradients else None
         loss = queries.new_zeros(())
         # the matmuls' operands, cast once (the loss and the gradients stay in the queries' dtype)
         mm_queries, mm_entities = (
@@ -200,12 +196,13 @@ class _FusedOneToNLoss(torch.autograd.Function):
                 q, logits = mm_queries[k, start:stop], buffer[: stop - start]
                 _matmul_into(logits, q, mm_entities[k].t())
                 lo, hi = bounds[i], bounds[i + 1]
-                pairs = (logits, rows[lo:hi] - start, cols[lo:hi], label_smoothing)
-                loss += scale[k] * (chunk_fn(*pairs) if weights is None else chunk_fn(*pairs, weights[lo:hi]))
-                grad_logits = logits.mul_(scale[k]).to(q.dtype)
-                _matmul_into(grad_queries[k, start:stop], grad_logits, mm_entities[k])
-                _add_matmul(grad_entities[k], grad_logits.t(), q)
-        ctx.save_for_backward(grad_queries, grad_entities)
+                loss += scale[k] * chunk_fn(logits, rows[lo:hi] - start, cols[lo:hi], label_smoothing)
+                if grad_queries is not None and grad_entities is not None:
+                    grad_logits = logits.mul_(scale[k]).to(q.dtype)
+                    _matmul_into(grad_queries[k, start:stop], grad_logits, mm_entities[k])
+                    _add_matmul(grad_entities[k], grad_logits.t(), q)
+        if gradients:
+            ctx.save_for_backward(grad_queries, grad_entities)
         return loss
 
     @staticmethod
@@ -222,7 +219,6 @@ def one_to_n_loss(
     objective: str = "bce",
     label_smoothing: float = 0.1,
     matmul_dtype: Optional[torch.dtype] = None,
-    pair_weights: Optional[Tensor] = None,
 ) -> Tensor:
     r"""Weighted 1-N loss of the logits :math:`f_{kbn} = q_{kb} \cdot x_{kn}`
     of :math:`L` layers, without materialising them.
@@ -270,8 +266,9 @@ def one_to_n_loss(
         - (1 - \epsilon) f_{kbt} - \frac{\epsilon}{N} \sum_n f_{kbn}\right).
 
     Duplicate positive pairs count once per occurrence. The gradient is
-    formed during the forward pass, so call ``backward`` on the result (or
-    anything linear in it) once.
+    formed during the forward pass (not when no input needs one, as under
+    :func:`torch.no_grad`), so call ``backward`` on the result (or anything
+    linear in it) once.
 
     Args:
         queries (Tensor): ``[L, B, C]`` queries :math:`q_{kb}`.
@@ -287,12 +284,6 @@ def one_to_n_loss(
             gradient are rounded to it, while the logits, the loss and the
             accumulated gradients stay in the queries' dtype.
             (default: :obj:`None`, the queries' dtype)
-        pair_weights (Tensor, optional): ``[T]`` weight :math:`w_p` of each
-            positive pair, :obj:`objective="softmax"` only: each pair's term
-            is weighted by it and the sum divided by :math:`\sum_p w_p`
-            instead of :math:`T`. Pairs of weight 0 change nothing, so a
-            batch's pairs can be padded to a fixed number, as a CUDA graph
-            of the training step needs. (default: :obj:`None`, every pair 1)
 
     Returns:
         A scalar tensor.
@@ -308,13 +299,9 @@ def one_to_n_loss(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
-    if pair_weights is not None:
-        if objective != "softmax":
-            raise ValueError(f"pair_weights needs objective='softmax', got {objective!r}")
-        if pair_weights.shape != positives.shape[1:]:
-            raise ValueError(f"pair_weights must be [T] = {list(positives.shape[1:])}, got {list(pair_weights.shape)}")
+    gradients = torch.is_grad_enabled() and (queries.requires_grad or entities.requires_grad)
     return _FusedOneToNLoss.apply(
-        queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype, pair_weights
+        queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype, gradients
     )
 
 
@@ -356,3 +343,229 @@ def sample_candidates(
     drawn = torch.randperm(num_entities, generator=generator)[:num_samples].to(answers.device)
     candidates, inverse = torch.unique(torch.cat([answers, drawn]), return_inverse=True)
     return candidates, inverse[: answers.numel()]
+
+
+def triple_queries(
+    head_index: Tensor, rel_type: Tensor, tail_index: Tensor, num_relations: int
+) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""The distinct 1-N queries of triples asked in both directions,
+    :math:`(h, r, ?)` and :math:`(t, r + R, ?)`: their ``heads [Q]``,
+    ``relations [Q]`` (in :math:`[0, 2R)`) and ``positives [2, P]`` (query,
+    answer) over the distinct answers, queries sorted by (head, relation).
+    Relations outside :math:`[0, R)` are refused.
+
+    Example:
+        >>> heads, relations, positives = triple_queries(
+        ...     torch.tensor([0, 0]), torch.tensor([1, 1]), torch.tensor([2, 3]), num_relations=2)
+        >>> heads.tolist(), relations.tolist(), positives.tolist()
+        ([0, 2, 3], [1, 3, 3], [[0, 0, 1, 2], [2, 3, 0, 0]])
+    """
+    check_relations(rel_type, num_relations, "rel_type")
+    triples = torch.unique(
+        add_inverse_triples(torch.stack([head_index, rel_type, tail_index], dim=1), num_relations), dim=0
+    )
+    keys, rows = torch.unique_consecutive(query_key(triples[:, 0], triples[:, 1], num_relations), return_inverse=True)
+    heads, relations = query_from_key(keys, num_relations)
+    return heads, relations, torch.stack([rows, triples[:, 2]])
+
+
+def check_relations(relations: Tensor, num_relations: int, name: str = "relations") -> None:
+    """Raises :class:`ValueError` when an id of ``relations`` lies outside ``[0, num_relations)``."""
+    if relations.numel() and (int(relations.min()) < 0 or int(relations.max()) >= num_relations):
+        raise ValueError(
+            f"{name} holds ids in [{int(relations.min())}, {int(relations.max())}], "
+            f"outside the relations [0, {num_relations})"
+        )
+
+
+class OneToNLoss(torch.nn.Module):
+    r"""The training objective of :class:`~torch_wge.nn.WGE` (and QuatE,
+    :obj:`num_layers=0`) on a batch of 1-N queries :math:`(h_b, r_b, ?)`:
+    the model scores every query against the entities with its decoders,
+    and the loss is
+
+    .. math::
+        \mathcal{L} = \mathcal{L}_{\text{objective}} + \lambda_{N3}
+        \mathcal{L}_{N3} + \lambda_{RP} \mathcal{L}_{RP},
+
+    the 1-N objective summed over the layers with the weights
+    :math:`\alpha_k` (:func:`one_to_n_loss`, fused with the scoring matmuls:
+    the logits are never held whole), the N3 regulariser (:meth:`n3`) and
+    relation prediction (:meth:`relation_prediction_loss`). The model keeps
+    only what scores; this module holds the training recipe, as PyKEEN's
+    losses do.
+
+    Args:
+        objective (str, optional): :obj:`"bce"`, the 1-N binary
+            cross-entropy of the paper, :obj:`"softmax"`, 1-vs-all softmax
+            cross-entropy with one example per answer, :obj:`"kl"`, the same
+            with one example per query, or :obj:`"filtered-softmax"`, one
+            example per answer whose candidates leave the query's other
+            answers out (see :func:`one_to_n_loss`). (default: :obj:`"bce"`)
+        label_smoothing (float, optional): :math:`\epsilon` of the 1-N
+            targets. (default: :obj:`0.1`)
+        n3 (float, optional): Weight :math:`\lambda_{N3}` of the N3
+            regulariser (Lacroix et al. 2018). (default: :obj:`0.0`)
+        relation_prediction (float, optional): Weight :math:`\lambda_{RP}`
+            of relation prediction as an auxiliary objective (Chen et al.
+            2021). (default: :obj:`0.0`)
+        candidates (int, optional): With :obj:`objective="softmax"`, score
+            each batch against its answers and this many entities drawn
+            uniformly for the batch (a sampled softmax, see
+            :func:`sample_candidates`); :obj:`0` scores all entities.
+            (default: :obj:`0`)
+        matmul_dtype (torch.dtype, optional): Dtype of the scoring matmuls
+            (e.g. :obj:`torch.bfloat16`), see :func:`one_to_n_loss`.
+            (default: :obj:`None`, the parameters' dtype)
+
+    Example:
+        >>> from torch_wge.nn import WGE
+        >>> model = WGE(num_entities=5, num_relations=2, hidden_channels=2, num_layers=1)
+        >>> loss_fn = OneToNLoss(objective="softmax", label_smoothing=0.0)
+        >>> ef = torch.tensor([[0, 1], [1, 0]]); rf = torch.tensor([[0, 5], [5, 0]])
+        >>> head, rel, tail = torch.tensor([0, 1, 3]), torch.tensor([0, 1, 0]), torch.tensor([1, 2, 4])
+        >>> loss = loss_fn.triples(model, model.encode(ef, rf), head, rel, tail)
+        >>> loss.backward()
+    """
+
+    def __init__(
+        self,
+        objective: str = "bce",
+        label_smoothing: float = 0.1,
+        n3: float = 0.0,
+        relation_prediction: float = 0.0,
+        candidates: int = 0,
+        matmul_dtype: Optional[torch.dtype] = None,
+    ):
+        super().__init__()
+        name = self.__class__.__name__
+        if objective not in OBJECTIVES:
+            raise ValueError(f"'{name}' objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"'{name}' label_smoothing must be in [0, 1), got {label_smoothing}")
+        for weight_name, weight in (("n3", n3), ("relation_prediction", relation_prediction)):
+            if not weight >= 0.0:
+                raise ValueError(f"'{name}' {weight_name} must be >= 0, got {weight}")
+        if candidates < 0 or (candidates > 0 and objective != "softmax"):
+            raise ValueError(
+                f"'{name}' candidates needs objective='softmax' and a count >= 0, "
+                f"got {candidates} with objective={objective!r}"
+            )
+        self.objective = objective
+        self.label_smoothing = label_smoothing
+        self.n3 = n3
+        self.relation_prediction = relation_prediction
+        self.candidates = candidates
+        self.matmul_dtype = matmul_dtype
+
+    def forward(
+        self,
+        model: torch.nn.Module,
+        encoded,
+        heads: Tensor,
+        relations: Tensor,
+        positives: Tensor,
+        sampled: Optional[Tuple[Tensor, Tensor]] = None,
+    ) -> Tensor:
+        r"""The loss of the queries ``(heads[b], relations[b])`` (relation ids
+        in :math:`[0, 2R)`, inverses at :math:`r + R`) with the answers
+        ``positives [2, P]`` (pairs ``(b, n)``), scored by ``model`` (a
+        :class:`~torch_wge.nn.WGE`) on ``encoded``, its
+        :meth:`~torch_wge.nn.WGE.encode` of the graph. With :obj:`candidates`,
+        ``sampled`` may hold the batch's :func:`sample_candidates` of
+        ``positives[1]`` drawn beforehand (on the CPU, before the batch moves
+        to a GPU, drawing them costs the GPU no wait); else they are drawn
+        here."""
+        if self.candidates > 0:
+            if sampled is None:
+                sampled = sample_candidates(positives[1], model.num_entities, self.candidates)
+            candidate_index, positions = sampled
+            # each layer's candidate rows, [K + 1, n, C]: all layers' entities are never stacked
+            entities = torch.stack([x.index_select(0, candidate_index) for x in encoded.entities])
+            scored = torch.stack([positives[0], positions])
+        else:
+            entities, scored = torch.stack(encoded.entities), positives
+        loss = one_to_n_loss(
+            model.queries(encoded, heads, relations),
+            entities,
+            scored,
+            model.layer_weights,
+            self.objective,
+            self.label_smoothing,
+            self.matmul_dtype,
+        )
+        if self.n3 > 0:
+            loss = loss + self.n3 * self.n3_term(encoded, heads, relations, positives)
+        if self.relation_prediction > 0:
+            loss = loss + self.relation_prediction * self.relation_prediction_loss(
+                model, encoded, heads, relations, positives
+            )
+        return loss
+
+    def triples(
+        self, model: torch.nn.Module, encoded, head_index: Tensor, rel_type: Tensor, tail_index: Tensor
+    ) -> Tensor:
+        r"""The loss of a batch of triples :math:`(h, r, t)`, given as
+        :meth:`torch_geometric.nn.kge.KGEModel.loss` takes them (relations in
+        :math:`[0, R)`): each triple is asked in both directions, as the
+        queries :math:`(h, r, ?)` and :math:`(t, r^{-1}, ?)`, a query asked by
+        several triples once with all their answers (:func:`triple_queries`);
+        then :meth:`forward` of these queries. On the batch of all training
+        triples of some queries this is the loss that :command:`torch-wge
+        train` computes for those queries."""
+        name = f"'{self.__class__.__name__}.triples'"
+        if not (head_index.dim() == rel_type.dim() == tail_index.dim() == 1):
+            raise ValueError(
+                f"{name} takes triples as head_index, rel_type, tail_index [B]; got shapes "
+                f"{[list(t.shape) for t in (head_index, rel_type, tail_index)]} (1-N queries with "
+                f"[2, P] positives go to forward)"
+            )
+        if not (head_index.numel() == rel_type.numel() == tail_index.numel()):
+            raise ValueError(
+                f"{name} got {head_index.numel()} heads, {rel_type.numel()} relations, {tail_index.numel()} tails"
+            )
+        heads, relations, positives = triple_queries(head_index, rel_type, tail_index, model.num_relations)
+        return self(model, encoded, heads, relations, positives)
+
+    @staticmethod
+    def relation_prediction_loss(
+        model: torch.nn.Module, encoded, heads: Tensor, relations: Tensor, positives: Tensor
+    ) -> Tensor:
+        r"""Relation prediction for the batch's training triples
+        :math:`(h_b, r_b, t)`, ``positives [2, T]`` as in :meth:`forward`:
+
+        .. math::
+            \sum_k \frac{\alpha_k}{T} \sum_{(b, t)} -\log
+            \frac{\exp g_k(h_b, r_b, t)}{\sum_{r'} \exp g_k(h_b, r', t)},
+            \qquad g_k(h, r, t) = (\mathbf{x}^k_h \otimes \mathbf{r}^{k\triangleleft})
+            \bullet \mathbf{x}^k_t
+            = \mathbf{r}^{k\triangleleft} \bullet (\bar{\mathbf{x}}^k_h \otimes \mathbf{x}^k_t)
+
+        over all :math:`2R` relations :math:`r'`: the QuatE score of layer
+        :math:`k` without the decoder's batch norm and dropout, so that all
+        relations are scored with one matmul ``[T, C] @ [C, 2R]``."""
+        rows, tails = positives
+        losses = []
+        for weight, x, rel in zip(model.layer_weights.unbind(), encoded.entities, encoded.relations):
+            pair = hamilton_product(quaternion_conjugate(x.index_select(0, heads[rows])), x.index_select(0, tails))
+            logits = pair @ normalize_quaternion(rel).t()  # [T, 2R]
+            losses.append(weight * F.cross_entropy(logits, relations[rows]))
+        return sum(losses[1:], losses[0])
+
+    @staticmethod
+    def n3_term(encoded, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
+        r"""The N3 regulariser of the batch's training triples on the input
+        (layer-0) embeddings, :math:`\frac{1}{T} \sum_{(b, t)} \sum_q
+        (|x_{h_b, q}|^3 + |r_{b, q}|^3 + |x_{t, q}|^3)` over the quaternions
+        :math:`q` of each embedding (their moduli); ``positives [2, T]`` as in
+        :meth:`forward`."""
+        rows, tails = positives
+        x, rel = encoded.entities[0], encoded.relations[0]
+        cubes = [quaternion_norm(t).pow(3).sum() for t in (x[heads[rows]], rel[relations[rows]], x[tails])]
+        return sum(cubes) / max(rows.numel(), 1)
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}(objective={self.objective!r}, label_smoothing={self.label_smoothing}, "
+            f"n3={self.n3}, relation_prediction={self.relation_prediction}, candidates={self.candidates})"
+        )

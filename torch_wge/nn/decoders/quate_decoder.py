@@ -1,16 +1,26 @@
-from typing import List, Sequence
-
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from torch_wge.nn.dropout import dropout
-from torch_wge.nn.norm import normalize_together
-from torch_wge.utils.quaternion import (
-    check_quaternion_size,
-    hamilton_product,
-    hamilton_products,
-    normalize_quaternion,
-)
+from torch_wge.utils.quaternion import check_quaternion_size, hamilton_product, normalize_quaternion
+
+
+def quate_query(h: Tensor, r: Tensor) -> Tensor:
+    r"""The QuatE query :math:`\mathbf{x}_h \otimes \mathbf{r}^{\triangleleft}`
+    of heads ``h`` and relations ``r`` (every quaternion of ``r`` normalised to
+    unit length first): its quaternion inner product with a tail's embedding
+    :math:`\mathbf{x}_t` is the QuatE score :math:`(\mathbf{x}_h \otimes
+    \mathbf{r}^{\triangleleft}) \bullet \mathbf{x}_t`
+    (`"Quaternion Knowledge Graph Embeddings" <https://arxiv.org/abs/1904.10281>`_).
+
+    Shapes: ``h [..., 4n]`` and ``r [..., 4n]`` give ``[..., 4n]``.
+
+    Example:
+        >>> h, r = torch.tensor([[1.0, 2.0, 0.0, 0.0]]), torch.tensor([[0.0, 0.0, 3.0, 0.0]])
+        >>> quate_query(h, r)  # (1 + 2i) j = j + 2k
+        tensor([[0., 0., 1., 2.]])
+    """
+    return hamilton_product(h, normalize_quaternion(r))
 
 
 class QuatEDecoder(torch.nn.Module):
@@ -38,8 +48,13 @@ class QuatEDecoder(torch.nn.Module):
             :class:`torch.nn.BatchNorm1d` to the query before dropout.
             (default: :obj:`True`)
 
+    The module maps a head and a relation to the query (:meth:`forward`), whose
+    dot product with the tail is the score (:meth:`score`, :meth:`score_all`),
+    so that hooks on the module see every query it scores with.
+
     Shapes:
-        - **forward:** ``h [B, C]``, ``r [B, C]``, ``t [B, C]`` give ``[B]``
+        - **forward:** ``h [B, C]``, ``r [B, C]`` give the queries ``[B, C]``
+        - **score:** ``h [B, C]``, ``r [B, C]``, ``t [B, C]`` give ``[B]``
         - **score_all:** ``h [B, C]``, ``r [B, C]``, ``x [N, C]`` give ``[B, N]``
 
     Example:
@@ -62,48 +77,25 @@ class QuatEDecoder(torch.nn.Module):
         if self.batch_norm is not None:
             self.batch_norm.reset_parameters()
 
-    @torch.jit.export
-    def query(self, h: Tensor, r: Tensor, normalized: bool = False) -> Tensor:
-        r"""The query vector
+    def forward(self, h: Tensor, r: Tensor) -> Tensor:
+        r"""The queries
         :math:`\mathrm{drop}(\mathrm{BN}(\mathbf{x}_h \otimes \mathbf{r}^{\triangleleft}))`
-        of shape ``[B, C]``; its dot product with a tail embedding is the score.
-        With :obj:`normalized=True`, ``r`` holds unit quaternions already
-        (for instance a relation table normalised once before its rows are
-        gathered, which is cheaper than normalising every gathered row)."""
-        q = hamilton_product(h, r if normalized else normalize_quaternion(r))
+        of heads ``h [B, C]`` and relations ``r [B, C]``, ``[B, C]``: a query's
+        dot product with a tail embedding is the triple's score."""
+        q = quate_query(h, r)
         if self.batch_norm is not None:
             q = self.batch_norm(q)
-        return dropout(q, self.dropout, self.training)
+        return F.dropout(q, self.dropout, self.training)
 
-    @staticmethod
-    def queries_together(
-        decoders: Sequence["QuatEDecoder"], hs: Sequence[Tensor], rs: Sequence[Tensor]
-    ) -> List[Tensor]:
-        r"""``decoders[i].query(hs[i], rs[i], normalized=True)`` for every :math:`i`, the
-        Hamilton products formed together (:func:`~torch_wge.utils.quaternion.hamilton_products`:
-        one stacked product on a GPU) and the decoders' batch norms applied together
-        (:func:`~torch_wge.nn.norm.normalize_together`: synchronising batch norms share one
-        all-reduce instead of one each).
-
-        Example:
-            >>> decoders = [QuatEDecoder(4), QuatEDecoder(4)]
-            >>> hs, rs = [torch.randn(3, 4)] * 2, [normalize_quaternion(torch.randn(3, 4))] * 2
-            >>> queries = QuatEDecoder.queries_together(decoders, hs, rs)
-            >>> torch.allclose(queries[1], decoders[1].query(hs[1], rs[1], normalized=True))
-            True
-        """
-        products = hamilton_products(hs, rs)
-        normalized = normalize_together([decoder.batch_norm for decoder in decoders], products)
-        return [dropout(q, decoder.dropout, decoder.training) for decoder, q in zip(decoders, normalized)]
-
-    def forward(self, h: Tensor, r: Tensor, t: Tensor) -> Tensor:
-        """Scores of the triples ``(h[b], r[b], t[b])``, shape ``[B]``."""
-        return (self.query(h, r, False) * t).sum(dim=-1)
+    @torch.jit.export
+    def score(self, h: Tensor, r: Tensor, t: Tensor) -> Tensor:
+        """Scores of the triples ``(h[b], r[b], t[b])``, ``[B]``."""
+        return (self(h, r) * t).sum(dim=-1)
 
     @torch.jit.export
     def score_all(self, h: Tensor, r: Tensor, x: Tensor) -> Tensor:
-        """Scores of ``(h[b], r[b], x[n])`` for every candidate tail ``n``, shape ``[B, N]``."""
-        return self.query(h, r, False) @ x.t()
+        """Scores of ``(h[b], r[b], x[n])`` for every candidate tail ``n``, ``[B, N]``."""
+        return self(h, r) @ x.t()
 
     def __repr__(self) -> str:
         return (

@@ -5,9 +5,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.kge import KGEModel
 
-from torch_wge.nn.decoders.quate_score import quate_score
+from torch_wge.nn.decoders import quate_query
 from torch_wge.nn.kge.pyg_test import OneToNTest
-from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_conjugate
+from torch_wge.utils.quaternion import quaternion_conjugate
 
 
 class QuatE(OneToNTest, KGEModel):
@@ -34,8 +34,6 @@ class QuatE(OneToNTest, KGEModel):
     :meth:`loss` is the logistic loss of the paper on the given triples and
     as many negatives from :meth:`random_sample`, as in PyG's
     :class:`~torch_geometric.nn.kge.ComplEx`. For speed in PyG's loop,
-    :meth:`forward` gathers heads and tails in one lookup and scores them
-    with one autograd function (:func:`~torch_wge.nn.decoders.quate_score.quate_score`),
     :meth:`loss` scores positives and negatives in one call, and
     :meth:`test` gives PyG's ranks from one matrix product per chunk of
     queries instead of :math:`N` calls of :meth:`forward` per triple.
@@ -81,23 +79,9 @@ class QuatE(OneToNTest, KGEModel):
         torch.nn.init.xavier_uniform_(self.node_emb.weight)
         torch.nn.init.xavier_uniform_(self.rel_emb.weight)
 
-    def unit_relations(self, rel_type: Tensor) -> Tensor:
-        r"""The relations :math:`\mathbf{e}_r^{\triangleleft}` of
-        :obj:`rel_type` (any shape ``[*]``, giving ``[*, 4C]``), every
-        quaternion at unit length. With dense gradients and at least
-        :math:`R` ids the :math:`R` rows of the table are normalised once and
-        then gathered; otherwise (and always with :obj:`sparse=True`, whose
-        gradient must stay on the gathered rows) the gathered rows are
-        normalised. Both give the same numbers."""
-        if self.rel_emb.sparse or rel_type.numel() < self.num_relations:
-            return normalize_quaternion(self.rel_emb(rel_type))
-        return F.embedding(rel_type, normalize_quaternion(self.rel_emb.weight))
-
     def forward(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
-        head_index, rel_type, tail_index = torch.broadcast_tensors(head_index, rel_type, tail_index)
-        # heads and tails in one lookup: its backward builds one [N, 4C] gradient, not two
-        nodes = self.node_emb(torch.cat([head_index.reshape(-1), tail_index.reshape(-1)]))
-        return quate_score(nodes, self.unit_relations(rel_type.reshape(-1))).view(head_index.shape)
+        query = quate_query(self.node_emb(head_index), self.rel_emb(rel_type))
+        return (query * self.node_emb(tail_index)).sum(dim=-1)
 
     def loss(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
         # the positives and the negatives of random_sample, scored in one forward call
@@ -117,8 +101,8 @@ class QuatE(OneToNTest, KGEModel):
         :math:`\bar{\mathbf{r}}` the conjugate."""
 
         def score_fn(entities: Tensor, relations: Tensor) -> Tensor:
-            r = self.unit_relations(relations % self.num_relations)
+            r = self.rel_emb(relations % self.num_relations)
             r = torch.where((relations >= self.num_relations).view(-1, 1), quaternion_conjugate(r), r)
-            return hamilton_product(self.node_emb(entities), r) @ self.node_emb.weight.t()
+            return quate_query(self.node_emb(entities), r) @ self.node_emb.weight.t()
 
         return score_fn

@@ -6,6 +6,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn.kge import KGEModel
 from torch_geometric.typing import Adj
 
+from torch_wge.nn.decoders import OneToNLoss
 from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.nn.models.wge import WGE, EncodedGraph
 
@@ -19,10 +20,10 @@ class WGEKGE(OneToNTest, KGEModel):
     WGE encodes the whole graph before it scores. :meth:`forward` returns the
     score :math:`f(h, r, t) = \sum_k \alpha_k f_k(h, r, t)` of each triple
     (its tail only, not every entity); relation ids :math:`r + R` are the
-    inverses. :meth:`loss` is :meth:`WGE.loss <torch_wge.nn.WGE.loss>`, the
-    1-N objective for the batch's queries :math:`(h, r, ?)` and
-    :math:`(t, r^{-1}, ?)` against all entities (the negatives are all
-    other entities, so :meth:`random_sample` is not used).
+    inverses. :meth:`loss` is :meth:`OneToNLoss.triples <torch_wge.nn.OneToNLoss.triples>`
+    of :obj:`loss_fn`, the 1-N objective for the batch's queries
+    :math:`(h, r, ?)` and :math:`(t, r^{-1}, ?)` against all entities (the
+    negatives are all other entities, so :meth:`random_sample` is not used).
     In evaluation (:meth:`eval` mode without gradients, as in PyG's
     :meth:`~torch_geometric.nn.kge.KGEModel.test`) the encoding is computed
     once and reused until a parameter changes (an optimizer step or a loaded
@@ -39,6 +40,8 @@ class WGEKGE(OneToNTest, KGEModel):
             (WGE's :obj:`channels` is :obj:`4 * hidden_channels`).
         data (torch_geometric.data.Data): The knowledge graph with the graph
             views the model's :obj:`views` need.
+        loss_fn (OneToNLoss, optional): The training objective of :meth:`loss`.
+            (default: :obj:`OneToNLoss()`, the paper's 1-N binary cross-entropy)
         **kwargs (optional): Further arguments of :class:`~torch_wge.nn.WGE`
             (:obj:`num_layers`, :obj:`alpha0`, :obj:`dropout`, ...).
 
@@ -52,12 +55,21 @@ class WGEKGE(OneToNTest, KGEModel):
         torch.Size([2])
     """
 
-    def __init__(self, num_nodes: int, num_relations: int, hidden_channels: int, data: Data, **kwargs):
+    def __init__(
+        self,
+        num_nodes: int,
+        num_relations: int,
+        hidden_channels: int,
+        data: Data,
+        loss_fn: Optional[OneToNLoss] = None,
+        **kwargs,
+    ):
         torch.nn.Module.__init__(self)
         self.num_nodes = num_nodes
         self.num_relations = num_relations
         self.hidden_channels = hidden_channels
         self.wge = WGE(num_nodes, num_relations, hidden_channels=hidden_channels, **kwargs)
+        self.loss_fn = loss_fn if loss_fn is not None else OneToNLoss()
         self.data = data
         self.wge.graph_inputs(data)  # fails early when a view is missing
         self._graph_inputs: Dict[str, Adj] = {}
@@ -96,7 +108,7 @@ class WGEKGE(OneToNTest, KGEModel):
         return self.wge.score_triples(self._encode(), head_index, rel_type, tail_index)
 
     def loss(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
-        return self.wge.loss(self._encode(), head_index, rel_type, tail_index)
+        return self.loss_fn.triples(self.wge, self._encode(), head_index, rel_type, tail_index)
 
     def query_score_fn(self) -> Callable[[Tensor, Tensor], Tensor]:
         r"""Encodes the graph once and returns ``score_fn(entities [B],

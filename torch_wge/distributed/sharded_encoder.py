@@ -26,8 +26,8 @@ from the others before its sparse sums. Each process does :math:`1/P` of the
 sparse sums, of the quaternion products and of the activations, and keeps
 :math:`1/P` of the activations for backward. The batch norms normalise with
 the mean and variance of all rows of all processes
-(:class:`~torch_wge.nn.norm.SyncedBatchNorm1d`, both views' statistics in
-one all-reduce), as one process does over the whole view. The decoders read
+(:func:`~torch_wge.distributed.batch_norm.batch_norm_together` on the
+layers' own batch norms, both views' statistics in one all-reduce), as one process does over the whole view. The decoders read
 every entity and relation at every layer: the gathered :math:`\mathbf{H}'`
 is what :class:`~torch_wge.nn.TwoViewEncoder` returns, in every process.
 
@@ -47,20 +47,20 @@ process's part of a gather is padded to the largest part (shares differ by
 at most one row a block).
 
 The encoder has no dropout (only the decoders do, per process and per query,
-see :mod:`torch_wge.training.distributed`), so with any dropout the sharded
+see :mod:`torch_wge.distributed.context`), so with any dropout the sharded
 encoder computes what the replicated one computes, to the order of
 floating-point sums.
 """
 
+from functools import partial
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from torch_wge.distributed.batch_norm import normalize_synced
 from torch_wge.nn import TwoViewConv, TwoViewEncoder
-from torch_wge.nn.conv import QuaternionGCNConv
-from torch_wge.nn.norm import SyncedBatchNorm1d, normalize_together
 from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpose
 
 __all__ = ["RowShares", "RowGather", "GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
@@ -103,8 +103,7 @@ class RowShares:
 
 def sums_by_all_to_all(group) -> bool:
     """Whether :class:`GatherRows` sums gradients with an all-to-all of the row blocks followed by a
-    local sum, rather than a reduce-scatter: on gloo, whose reduce-scatter takes longer
-    (``benchmarks/bench_collectives.py``)."""
+    local sum, rather than a reduce-scatter: on gloo, whose reduce-scatter takes longer."""
     return dist.get_backend(group) == "gloo"
 
 
@@ -156,7 +155,7 @@ class GatherRows(torch.autograd.Function):
     Backward is the matching :func:`torch.distributed.reduce_scatter_single`:
     process :math:`p` receives, for each of its rows, the sum over all
     processes of that row's gradients. On gloo, whose reduce-scatter takes
-    longer (``benchmarks/bench_collectives.py``), each process sends every
+    longer, each process sends every
     other its gradients of that process's rows in one
     :func:`torch.distributed.all_to_all_single` and sums what it receives.
 
@@ -201,16 +200,19 @@ _Shares = Tuple[RowShares, RowShares, Dict[str, RowGather]]
 class ShardedTwoViewEncoder(TwoViewEncoder):
     r"""A :class:`~torch_wge.nn.TwoViewEncoder` whose rows are computed by
     the processes of ``group``, each its own share (see
-    :mod:`torch_wge.training.sharded_encoder`); every process gets the
-    whole result. It shares the layers of :obj:`encoder` (the parameters'
-    names are those of the encoder: state dicts load either way) and
-    replaces their batch norms by :class:`~torch_wge.nn.norm.SyncedBatchNorm1d`
-    over ``group`` (on every device), whose statistics are those of all
-    rows, both views' in one all-reduce. Call it in every process of ``group``,
-    with the same inputs.
+    :mod:`torch_wge.distributed.sharded_encoder`); every process gets the
+    whole result. It runs the layers of :obj:`encoder` through their public
+    steps (:meth:`~torch_wge.nn.TwoViewConv.normalized_adjacency`,
+    :meth:`~torch_wge.nn.TwoViewConv.transform`,
+    :meth:`~torch_wge.nn.TwoViewConv.activate`,
+    :meth:`~torch_wge.nn.TwoViewConv.combine`), with the layers' own
+    parameters (their names are those of the encoder: state dicts load
+    either way), and normalises with the statistics of all processes' rows
+    through the layers' own batch norms (both views' in one all-reduce).
+    Call it in every process of ``group``, with the same inputs.
 
     Args:
-        encoder (TwoViewEncoder): The encoder whose layers to share; its
+        encoder (TwoViewEncoder): The encoder whose layers to run; its
             layers' norms must be batch norms or :obj:`None`.
         group (optional): The process group; its own group keeps the
             encoder's collectives apart from those of
@@ -234,14 +236,14 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         self.rank = dist.get_rank(self.group)
         self.world_size = dist.get_world_size(self.group)
         for conv in self._layers():
-            for name in ("entity_norm", "relation_norm"):
-                norm = getattr(conv, name)
+            for view in conv.views:
+                norm = conv.norm(view)
                 if norm is not None and not isinstance(norm, torch.nn.BatchNorm1d):
                     raise ValueError(
                         f"'{self.__class__.__name__}' normalises with statistics over all processes' rows: "
                         f"batch norms only, got {norm.__class__.__name__}"
                     )
-                setattr(conv, name, None if norm is None else SyncedBatchNorm1d.from_batch_norm(norm, self.group))
+        self._normalize = partial(normalize_synced, group=self.group)
         # each layer's and view's rows of the normalised adjacency, with their transpose
         self._rows: Dict[Tuple[int, str], Tuple[Tensor, Tensor, Tensor]] = {}
         self._kept_shares: Optional[Tuple[Optional[Tensor], Optional[Tensor], _Shares]] = None
@@ -263,32 +265,26 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                     f"(WGE.graph_inputs), got {name} of layout {adj.layout}"
                 )
         entities, relations, gathers = self._shares(x.size(0), rel.size(0), ef_edge_index, rf_edge_index)
+        adjacencies = {"entity": ef_edge_index, "relation": rf_edge_index}
+        shares = {"entity": [entities], "relation": [entities, relations]}
         states = [(x, rel)]
         nodes = None  # [X; R] of the layer's input as one tensor, when a gather made it so
         for k, conv in enumerate(self._layers()):
-            # (name, convolution, norm, adjacency, node blocks, the layer's input in the view)
-            views = []
-            if conv.relation_conv is not None:  # Eq. 6, over [X; R]
-                both = torch.cat([x, rel]) if nodes is None else nodes
-                views.append(("rf", conv.relation_conv, conv.relation_norm, rf_edge_index, [entities, relations], both))
-            if conv.entity_conv is not None:  # Eq. 4
-                views.append(("ef", conv.entity_conv, conv.entity_norm, ef_edge_index, [entities], x))
-            for name, _, _, adj, _, _ in views:
+            inputs = {"entity": x, "relation": torch.cat([x, rel]) if nodes is None else nodes}
+            hs = {}
+            for view in conv.views:  # W ⊗ (Â_p H) + b: this process's rows of Eqs. 4 and 6
+                adj = adjacencies[view]
                 if adj is None:
-                    raise ValueError(f"'{self.__class__.__name__}' uses the {name} view but got no {name}_edge_index")
-            h = [
-                self._own_rows(k, name, view_conv, adj, shares, inputs)
-                for name, view_conv, _, adj, shares, inputs in views
-            ]
-            h = normalize_together([norm for _, _, norm, *_ in views], h)
-            outputs = {name: conv._activate(None, out) for (name, *_), out in zip(views, h)}  # the layer's own g
-            if "rf" in outputs:
-                x_rf, rel_own = outputs["rf"].split([entities.own_count, relations.own_count])
-                parts = (x_rf * outputs["ef"], rel_own) if "ef" in outputs else (outputs["rf"],)  # Eqs. 5 and 7
-                nodes = GatherRows.apply(gathers["nodes"], self.group, *parts)
+                    raise ValueError(f"'{self.__class__.__name__}' uses the {view} view but got no adjacency of it")
+                rows, rows_t = self._adjacency_rows(k, view, conv, adj, inputs[view].dtype, shares[view])
+                hs[view] = conv.transform(view, matmul_with_transpose(rows, rows_t, inputs[view]))
+            # this process's rows of Eqs. 5 and 7; the relations as they are without the relation view
+            own_x, own_rel = conv.combine(conv.activate(hs, self._normalize), entities.own_count, rel)
+            if "relation" in hs:
+                nodes = GatherRows.apply(gathers["nodes"], self.group, own_x, own_rel)
                 x, rel = nodes.split([entities.count, relations.count])
-            else:  # ablation 3: the relations unchanged
-                x = GatherRows.apply(gathers["entities"], self.group, outputs["ef"])
+            else:  # ablation 3
+                x = GatherRows.apply(gathers["entities"], self.group, own_x)
                 nodes = None
             states.append((x, rel))
         return states
@@ -303,13 +299,13 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         kept = self._kept_shares
         if kept is not None and kept[0] is ef_edge_index and kept[1] is rf_edge_index:
             return kept[2]
-        conv = self._layers()[0]
+        views = self._layers()[0].views
         device = next((adj.device for adj in (ef_edge_index, rf_edge_index) if adj is not None), None)
         entity_entries = torch.zeros(num_entities, dtype=torch.long, device=device)
         relation_entries = None
-        if conv.entity_conv is not None and ef_edge_index is not None:
+        if "entity" in views and ef_edge_index is not None:
             entity_entries += ef_edge_index.crow_indices().diff()
-        if conv.relation_conv is not None and rf_edge_index is not None:
+        if "relation" in views and rf_edge_index is not None:
             stored = rf_edge_index.crow_indices().diff()
             entity_entries += stored[:num_entities]
             relation_entries = stored[num_entities:]
@@ -323,35 +319,18 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         self._kept_shares = (ef_edge_index, rf_edge_index, shares)
         return shares
 
-    def _own_rows(
-        self,
-        layer: int,
-        view: str,
-        view_conv: QuaternionGCNConv,
-        adj: Optional[Tensor],
-        shares: List[RowShares],
-        inputs: Tensor,
-    ) -> Tensor:
-        r""":math:`\mathbf{W} \otimes (\mathbf{\hat{A}}_{p,:} \mathbf{H}) + \mathbf{b}` for this process's
-        rows :math:`p` of the view, from the view's whole input :math:`\mathbf{H}` ``[num_nodes, C]``."""
-        assert adj is not None  # checked by forward
-        rows, rows_t = self._adjacency_rows(layer, view, view_conv, adj, inputs.dtype, shares)
-        h = view_conv.lin(matmul_with_transpose(rows, rows_t, inputs))
-        return h if view_conv.bias is None else h + view_conv.bias
-
     def _adjacency_rows(
         self,
         layer: int,
         view: str,
-        view_conv: QuaternionGCNConv,
+        conv: TwoViewConv,
         adj: Tensor,
         dtype: torch.dtype,
         shares: List[RowShares],
     ) -> Tuple[Tensor, Tensor]:
         """This process's rows of the view's normalised adjacency and their transpose, kept while the
-        convolution's normalisation is the same."""
-        num_nodes = adj.size(0)
-        normalized = view_conv.gcn_normalization(adj, None, num_nodes, dtype)[0] if view_conv.normalize else adj
+        layer's normalised adjacency is the same tensor (a layer with ``cached=True``)."""
+        normalized = conv.normalized_adjacency(view, adj, adj.size(0), dtype)[0]
         kept = self._rows.get((layer, view))
         if kept is None or kept[0] is not normalized:
             offsets = [0]
@@ -360,7 +339,7 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
             own = torch.cat([offset + share.own for offset, share in zip(offsets, shares)])
             rows = csr_rows(normalized, own)
             kept = (normalized, rows, csr_transpose(rows))
-            if view_conv.cached:
+            if conv.cached:
                 self._rows[(layer, view)] = kept
         return kept[1], kept[2]
 
@@ -370,8 +349,7 @@ def shard_encoder(model: torch.nn.Module, group=None) -> torch.nn.Module:
     :class:`~torch_wge.nn.WGE`, attribute ``encoder``) by a
     :class:`ShardedTwoViewEncoder` over ``group`` that shares its layers;
     a model without an encoder (``num_layers=0``) is left as it is. Returns
-    ``model``. Build the optimiser afterwards: the batch norms' parameters
-    are new objects (with the same values and names)."""
+    ``model``; its parameters are the same objects."""
     encoder = getattr(model, "encoder", None)
     if isinstance(encoder, TwoViewEncoder) and not isinstance(encoder, ShardedTwoViewEncoder):
         model.encoder = ShardedTwoViewEncoder(encoder, group)

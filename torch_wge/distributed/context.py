@@ -10,7 +10,7 @@ training is unchanged. The scheme, with :math:`W` processes:
   process holds the whole model, both graph views and its optimiser. With
   ``encoder="sharded"`` (the default) each process computes its share of
   every encoder layer's node rows and the layers' rows are gathered
-  (:class:`~torch_wge.training.sharded_encoder.ShardedTwoViewEncoder`); with
+  (:class:`~torch_wge.distributed.ShardedTwoViewEncoder`); with
   ``encoder="replicated"`` each runs the encoder over the whole graph. Either
   way the encoder output is the same in every process.
 - **Queries are sharded.** Every process draws the same permutation of the
@@ -26,10 +26,10 @@ training is unchanged. The scheme, with :math:`W` processes:
   are uneven. A process with an empty part back-propagates zero.
 - **Decoder batch norm is synchronised.** Each decoder normalises its batch of
   queries with :class:`~torch.nn.BatchNorm1d`; sharded, a process would see
-  only its part. The trainer converts those layers with
-  :meth:`torch_wge.nn.norm.SyncedBatchNorm1d.convert` (to
+  only its part. :meth:`DistributedContext.distribute` converts those layers with
+  :meth:`torch_wge.distributed.SyncedBatchNorm1d.convert` (to
   :class:`torch.nn.SyncBatchNorm` on CUDA, to
-  :class:`~torch_wge.nn.norm.SyncedBatchNorm1d`, which also works on the CPU,
+  :class:`~torch_wge.distributed.SyncedBatchNorm1d`, which also works on the CPU,
   elsewhere), so statistics, running averages and gradients are those of the
   global batch. The encoder's batch norms see all nodes: replicated, in every
   process; sharded, synchronised over the processes' rows.
@@ -61,19 +61,12 @@ from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist
-from torch import Tensor
 
+from torch_wge.distributed.batch_norm import SyncedBatchNorm1d
+from torch_wge.distributed.sharded_encoder import shard_encoder
 from torch_wge.evaluation.sharding import shard_bounds
-from torch_wge.nn import WGE
-from torch_wge.training.model import resolve_device
 
-__all__ = [
-    "DistributedContext",
-    "BatchLoss",
-    "dropout_seed",
-    "is_collective_failure",
-    "wrap_data_parallel",
-]
+__all__ = ["DistributedContext", "dropout_seed", "is_collective_failure", "resolve_device"]
 
 T = TypeVar("T")
 
@@ -98,17 +91,41 @@ def is_collective_failure(error: BaseException) -> bool:
     return isinstance(error, dist.DistError) or (isinstance(error, RuntimeError) and ("gloo" in text or "nccl" in text))
 
 
-def _process_device(device: Optional[str], local_rank: int) -> torch.device:
-    """``cuda:LOCAL_RANK`` for a CUDA run of several processes, else ``device``."""
-    resolved = resolve_device(device)
-    if resolved.type != "cuda":
+def resolve_device(device: Optional[str], local_rank: Optional[int] = None) -> torch.device:
+    """The device a process computes on: ``device`` as given (``cpu:0`` as
+    ``cpu``, the one name torch.load restores), or CUDA when available, else
+    the CPU; in a CUDA run of several processes (``local_rank`` given),
+    ``cuda:LOCAL_RANK`` (``cuda:0`` when each process sees one GPU).
+
+    Raises:
+        ValueError: for a name that is no CPU or CUDA device, a CUDA
+            device this machine does not have, or a CUDA index under torchrun.
+    """
+    if device is None:
+        resolved = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        try:
+            resolved = torch.device(device)
+        except RuntimeError:
+            raise ValueError(f"unknown device {device!r}; expected cpu, cuda or cuda:N") from None
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r}; expected cpu, cuda or cuda:N")
+    if resolved.type == "cpu":
+        if resolved.index not in (None, 0):
+            raise ValueError(f"device {device!r}: the CPU is one device; use cpu")
+        return torch.device("cpu")  # one name: torch.load cannot restore storages tagged "cpu:0"
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: CUDA is not available on this machine")
+    count = torch.cuda.device_count()
+    if local_rank is None:
+        if (resolved.index or 0) >= count:
+            raise ValueError(f"device {device!r}: this machine has {count} CUDA device(s)")
         return resolved
     if resolved.index is not None:
         raise ValueError(
             f"under torchrun every process uses cuda:LOCAL_RANK; got device {device}. "
             f"Pass --device cuda (or no --device) instead"
         )
-    count = torch.cuda.device_count()
     if count == 1:  # one visible GPU per process, e.g. through CUDA_VISIBLE_DEVICES
         return torch.device("cuda", 0)
     if local_rank >= count:
@@ -171,7 +188,7 @@ class DistributedContext:
             if world_size == 1:
                 return cls(device=resolve_device(device))
             local_rank = int(os.environ.get("LOCAL_RANK", rank))
-            return cls(rank, world_size, local_rank, _process_device(device, local_rank), dist.get_backend())
+            return cls(rank, world_size, local_rank, resolve_device(device, local_rank), dist.get_backend())
 
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if world_size <= 1:
@@ -183,7 +200,7 @@ class DistributedContext:
             raise RuntimeError(f"WORLD_SIZE={world_size} but {', '.join(missing)} unset: launch with torchrun")
         rank = int(os.environ["RANK"])
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
-        process_device = _process_device(device, local_rank)
+        process_device = resolve_device(device, local_rank)
         backend = backend or ("nccl" if process_device.type == "cuda" else "gloo")
         if process_device.type == "cuda":
             torch.cuda.set_device(process_device)
@@ -253,6 +270,33 @@ class DistributedContext:
             raise value
         return value
 
+    # ------------------------------------------------------------ wrapping
+    def distribute(self, model: torch.nn.Module, encoder: str = "sharded") -> torch.nn.Module:
+        """Prepares a :class:`~torch_wge.nn.WGE` ``model`` for data-parallel training over the
+        processes (in one process it is returned as it is): the decoders' batch norms synchronised
+        (:meth:`SyncedBatchNorm1d.convert`), and with ``encoder="sharded"`` the encoder computed in
+        shares of its rows (:func:`~torch_wge.distributed.shard_encoder`; ``"replicated"``: whole
+        in every process). Each gets a process group of its own. Returns ``model``; build the
+        optimiser afterwards (the decoders' batch norms are new objects)."""
+        if encoder not in ("sharded", "replicated"):
+            raise ValueError(f"encoder must be 'sharded' or 'replicated', got {encoder!r}")
+        if not self.enabled:
+            return model
+        decoders = getattr(model, "decoders", None)
+        if decoders is not None:  # each decoder's batch norm sees only this process's queries
+            SyncedBatchNorm1d.convert(decoders, self.new_group())
+        if encoder == "sharded":
+            shard_encoder(model, self.new_group())
+        return model
+
+    def data_parallel(self, module: torch.nn.Module) -> torch.nn.Module:
+        """``module`` in :class:`~torch.nn.parallel.DistributedDataParallel` when there are
+        several processes, else ``module`` itself."""
+        if not self.enabled:
+            return module
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        return torch.nn.parallel.DistributedDataParallel(module, device_ids=device_ids)
+
     def in_turn(self, fn: Callable[[], T]) -> T:
         """Calls ``fn`` in every process, first in rank 0, then in the first
         process of each other machine, then in the rest: for work that
@@ -265,58 +309,3 @@ class DistributedContext:
                 result = fn()
             self.barrier()
         return result
-
-
-# ----------------------------------------------------------- loss module
-class BatchLoss(torch.nn.Module):
-    r"""The training loss of a batch as a module, for
-    :class:`~torch.nn.parallel.DistributedDataParallel` (whose hooks run on
-    ``forward``): encodes the whole graph, then returns
-    ``scale * model.query_loss(...)`` for the given queries.
-
-    With no queries (an empty part of a sharded batch) it returns zero times
-    the scores of the empty batch, so that every parameter still receives a
-    (zero) gradient and the decoders' synchronised batch norms still take
-    part in their all-reduce.
-
-    Args:
-        model (WGE): The model.
-        graph_inputs (dict): The adjacency arguments of ``model.encode``.
-        matmul_dtype (torch.dtype, optional): Dtype of the loss's scoring
-            matmuls (see :meth:`WGE.query_loss`). (default: :obj:`None`)
-
-    Shapes:
-        - **input:** ``heads [B_j]``, ``relations [B_j]``, ``positives [2, P_j]``,
-          a float ``scale`` and optionally ``candidates`` (``[M]``, ``[P_j]``, see
-          :meth:`WGE.query_loss`)
-        - **output:** a scalar
-    """
-
-    def __init__(self, model: WGE, graph_inputs: dict, matmul_dtype: Optional[torch.dtype] = None):
-        super().__init__()
-        self.model = model
-        self.graph_inputs = graph_inputs
-        self.matmul_dtype = matmul_dtype
-
-    def forward(
-        self,
-        heads: Tensor,
-        relations: Tensor,
-        positives: Tensor,
-        scale: float = 1.0,
-        candidates: Optional[Tuple[Tensor, Tensor]] = None,
-    ) -> Tensor:
-        encoded = self.model.encode(**self.graph_inputs)
-        if heads.numel() == 0:
-            return self.model.layer_scores(encoded, heads, relations).sum() * 0.0
-        loss = self.model.query_loss(encoded, heads, relations, positives, self.matmul_dtype, candidates)
-        return loss if scale == 1.0 else loss * scale
-
-
-def wrap_data_parallel(module: torch.nn.Module, context: DistributedContext) -> torch.nn.Module:
-    """``module`` in :class:`~torch.nn.parallel.DistributedDataParallel` when
-    ``context`` has several processes, else ``module`` itself."""
-    if not context.enabled:
-        return module
-    device_ids = [context.device.index] if context.device.type == "cuda" else None
-    return torch.nn.parallel.DistributedDataParallel(module, device_ids=device_ids)

@@ -128,95 +128,97 @@ class SyncedBatchNorm1d(torch.nn.BatchNorm1d):
             module.add_module(name, cls.convert(child, process_group))
         return module
 
-    def _synchronised(self) -> bool:
-        return (
-            self.training
-            and dist.is_available()
-            and dist.is_initialized()
-            and dist.get_world_size(self.process_group) > 1
-        )
-
     def forward(self, input: Tensor) -> Tensor:
-        if not self._synchronised():
-            return super().forward(input)
-        (output,) = self.forward_together([self], [input])
+        (output,) = batch_norm_together([self], [input], self.process_group)
         return output
 
-    @staticmethod
-    def forward_together(norms: Sequence["SyncedBatchNorm1d"], inputs: Sequence[Tensor]) -> List[Tensor]:
-        r"""``norms[i](inputs[i])`` for every :math:`i`, with the statistics of
-        all of them summed over the processes in one all-reduce of
-        :math:`\sum_i (2 C_i + 1)` numbers instead of one per norm. The norms
-        must share their process group. Out of training mode, or in one
-        process, each norm is applied as it is."""
-        if not all(norm._synchronised() for norm in norms):
-            return [norm(input) for norm, input in zip(norms, inputs)]
-        groups = {norm.process_group for norm in norms}
-        if len(groups) != 1:
-            raise ValueError("'SyncedBatchNorm1d.forward_together' takes norms of one process group")
-        local = []
-        for norm, input in zip(norms, inputs):
-            if input.dim() != 2:
-                raise ValueError(f"'{norm.__class__.__name__}' expects input of shape [B, C], got {tuple(input.shape)}")
-            count = input.new_full((1,), input.size(0), dtype=torch.float64)
-            local += [ChannelMoments.apply(input), count]
-        stats = AllReduceSum.apply(torch.cat(local), groups.pop() or dist.group.WORLD)
-        sizes = [size for norm in norms for size in (2 * norm.num_features, 1)]
-        parts = stats.split(sizes)
-        return [
-            norm._normalize(input, moments, count)
-            for norm, input, moments, count in zip(norms, inputs, parts[0::2], parts[1::2])
-        ]
 
-    def _normalize(self, input: Tensor, moments: Tensor, count: Tensor) -> Tensor:
-        """``input`` normalised with the global per-channel sums ``moments [2C]`` (of :math:`x`, then of
-        :math:`x^2`) of ``count [1]`` rows; the running averages updated."""
-        channels = self.num_features
-        total_sum, total_squares = moments[:channels], moments[channels:]
-        n = int(count.item())
-        if n <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got a global batch of {n}")
-        mean = total_sum / n
-        var = (total_squares / n - mean * mean).clamp_min(0.0)
-        invstd = torch.rsqrt(var + self.eps)
-        if self.affine:
-            scale = (invstd * self.weight.to(torch.float64)).to(input.dtype)
-            shift = (self.bias.to(torch.float64) - mean * invstd * self.weight.to(torch.float64)).to(input.dtype)
-        else:
-            scale, shift = invstd.to(input.dtype), (-mean * invstd).to(input.dtype)
-        if self.track_running_stats:
-            # buffers that track_running_stats creates
-            assert self.running_mean is not None and self.running_var is not None
-            assert self.num_batches_tracked is not None
-            with torch.no_grad():
-                self.num_batches_tracked.add_(1)
-                factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
-                self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype), alpha=factor)
-                unbiased = var * (n / (n - 1))
-                self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype), alpha=factor)
-        return torch.addcmul(shift, input, scale)
+def _synchronised(norm: torch.nn.BatchNorm1d, group) -> bool:
+    return norm.training and dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
 
 
-def normalize_together(norms: Sequence[Optional[torch.nn.Module]], inputs: Sequence[Tensor]) -> List[Tensor]:
+def batch_norm_together(norms: Sequence[torch.nn.BatchNorm1d], inputs: Sequence[Tensor], group=None) -> List[Tensor]:
+    r"""``norms[i](inputs[i])`` for every :math:`i`, each a
+    :class:`~torch.nn.BatchNorm1d` over the union of the batches of all
+    processes of ``group``: in training mode the per-channel sums of all of
+    them are summed over the processes in one all-reduce of :math:`\sum_i
+    (2 C_i + 1)` numbers (float64, :class:`ChannelMoments`; differentiable,
+    :class:`AllReduceSum`), each input is normalised with the global mean and
+    biased variance, and each norm's running averages are updated with the
+    global mean and unbiased variance, as one
+    :class:`~torch.nn.BatchNorm1d` over the whole global batch would. A
+    process may hold an empty batch. Out of training mode, or in one
+    process, each norm is applied as it is. The norms' parameters and
+    buffers are used where they are: nothing is copied or replaced.
+
+    Shapes: ``inputs[i]`` :math:`(B_j, C_i)` in process :math:`j` gives
+    :math:`(B_j, C_i)`."""
+    if not all(_synchronised(norm, group) for norm in norms):
+        return [torch.nn.BatchNorm1d.forward(norm, input) for norm, input in zip(norms, inputs)]
+    local = []
+    for norm, input in zip(norms, inputs):
+        if input.dim() != 2:
+            raise ValueError(f"'{norm.__class__.__name__}' expects input of shape [B, C], got {tuple(input.shape)}")
+        count = input.new_full((1,), input.size(0), dtype=torch.float64)
+        local += [ChannelMoments.apply(input), count]
+    stats = AllReduceSum.apply(torch.cat(local), group or dist.group.WORLD)
+    sizes = [size for norm in norms for size in (2 * norm.num_features, 1)]
+    parts = stats.split(sizes)
+    return [
+        _normalize(norm, input, moments, count)
+        for norm, input, moments, count in zip(norms, inputs, parts[0::2], parts[1::2])
+    ]
+
+
+def _normalize(norm: torch.nn.BatchNorm1d, input: Tensor, moments: Tensor, count: Tensor) -> Tensor:
+    """``input`` normalised with the global per-channel sums ``moments [2C]`` (of :math:`x`, then of
+    :math:`x^2`) of ``count [1]`` rows; ``norm``'s running averages updated."""
+    channels = norm.num_features
+    total_sum, total_squares = moments[:channels], moments[channels:]
+    n = int(count.item())
+    if n <= 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got a global batch of {n}")
+    mean = total_sum / n
+    var = (total_squares / n - mean * mean).clamp_min(0.0)
+    invstd = torch.rsqrt(var + norm.eps)
+    if norm.affine:
+        weight = norm.weight.to(torch.float64)
+        scale = (invstd * weight).to(input.dtype)
+        shift = (norm.bias.to(torch.float64) - mean * invstd * weight).to(input.dtype)
+    else:
+        scale, shift = invstd.to(input.dtype), (-mean * invstd).to(input.dtype)
+    if norm.track_running_stats:
+        # buffers that track_running_stats creates
+        assert norm.running_mean is not None and norm.running_var is not None
+        assert norm.num_batches_tracked is not None
+        with torch.no_grad():
+            norm.num_batches_tracked.add_(1)
+            factor = 1.0 / float(norm.num_batches_tracked) if norm.momentum is None else norm.momentum
+            norm.running_mean.mul_(1 - factor).add_(mean.to(norm.running_mean.dtype), alpha=factor)
+            unbiased = var * (n / (n - 1))
+            norm.running_var.mul_(1 - factor).add_(unbiased.to(norm.running_var.dtype), alpha=factor)
+    return torch.addcmul(shift, input, scale)
+
+
+def normalize_synced(norms: Sequence[Optional[torch.nn.Module]], inputs: Sequence[Tensor], group=None) -> List[Tensor]:
     """``norms[i](inputs[i])`` for every :math:`i` (``inputs[i]`` itself where ``norms[i]`` is
-    :obj:`None`), the :class:`SyncedBatchNorm1d` among them applied with
-    :meth:`SyncedBatchNorm1d.forward_together`: one all-reduce, one point where the processes wait for
-    each other, instead of one per norm.
+    :obj:`None`), the batch norms among them over the processes of ``group`` with one all-reduce
+    (:func:`batch_norm_together`): the ``normalize`` of
+    :meth:`torch_wge.nn.TwoViewConv.activate` in an encoder sharded over processes.
 
     Example:
         >>> norms = [torch.nn.BatchNorm1d(4), None]
         >>> x, y = torch.randn(3, 4), torch.randn(3, 4)
-        >>> outputs = normalize_together(norms, [x, y])
+        >>> outputs = normalize_synced(norms, [x, y])  # one process: as the norms are
         >>> torch.equal(outputs[0], norms[0](x)), torch.equal(outputs[1], y)
         (True, True)
     """
     outputs = list(inputs)
-    synced = [(i, norm) for i, norm in enumerate(norms) if isinstance(norm, SyncedBatchNorm1d)]
+    batch_norms = [i for i, norm in enumerate(norms) if isinstance(norm, torch.nn.BatchNorm1d)]
     for i, norm in enumerate(norms):
-        if norm is not None and not isinstance(norm, SyncedBatchNorm1d):
-            outputs[i] = norm(inputs[i])
-    if synced:
-        together = SyncedBatchNorm1d.forward_together([norm for _, norm in synced], [inputs[i] for i, _ in synced])
-        for (i, _), output in zip(synced, together):
-            outputs[i] = output
+        if norm is not None and i not in batch_norms:
+            raise ValueError(f"statistics over several processes are for batch norms only, got {type(norm).__name__}")
+    together = batch_norm_together([norms[i] for i in batch_norms], [inputs[i] for i in batch_norms], group)
+    for i, output in zip(batch_norms, together):
+        outputs[i] = output
     return outputs
