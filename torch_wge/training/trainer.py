@@ -2,10 +2,11 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple, Union, cast
 
 import torch
 from torch import Tensor
+from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
@@ -35,14 +36,21 @@ class TrainingError(RuntimeError):
     used up)."""
 
 
+#: Makes the optimiser of the parameters it is given, e.g. ``functools.partial(torch.optim.SGD, lr=0.1)``.
+OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
+#: Makes the learning-rate scheduler of an optimiser, e.g. ``functools.partial(StepLR, step_size=10)``.
+SchedulerFactory = Callable[[torch.optim.Optimizer], LRScheduler]
+
+
 class Trainer:
     r"""Trains a :class:`~torch_wge.nn.WGE` model with 1-N scoring and selects
     the checkpoint with the best filtered validation MRR.
 
     Every epoch shuffles the distinct (head, relation) training queries (inverse
     relations included), and for each batch encodes the whole graph, scores the
-    queries against all entities at every layer and takes an Adam step on the
-    weighted BCE loss with gradient-norm clipping. Every ``eval_every`` epochs
+    queries against all entities at every layer and takes an optimiser step
+    (by default the recipe's AdamW, see ``optimizer``) on the training objective
+    with gradient-norm clipping. Every ``eval_every`` epochs
     (and after the last) the validation split is ranked; the best model so far
     goes to ``best.pt``. After training the best model is evaluated on the
     validation and test splits. With ``ema_decay > 0`` the model that is
@@ -53,7 +61,7 @@ class Trainer:
 
     Files in ``out_dir``:
 
-    - ``last.pt``: model, optimiser, epoch, best-so-far and RNG states after
+    - ``last.pt``: model, optimiser, scheduler, epoch, best-so-far and RNG states after
       the latest epoch; :meth:`fit` with ``resume=True`` continues from it
       and reaches the same state as an uninterrupted run. In an epoch that
       improves on the best, it also holds the new best weights, so that
@@ -117,6 +125,23 @@ class Trainer:
             trials do not: a study chooses on validation only, and the chosen
             trial is ranked on test once, afterwards; their ``results.json``
             then holds ``"test": null``. (default: :obj:`True`)
+        optimizer (callable, optional): Makes the optimiser from the model's
+            parameters, as ``optimizer(model.parameters())``: for instance
+            ``functools.partial(torch.optim.SGD, lr=0.1, momentum=0.9)``.
+            (default: the recipe's AdamW, ``lr=config.lr`` and
+            ``weight_decay=config.weight_decay``, with its fused step on the
+            CPU and CUDA)
+        scheduler (callable, optional): Makes a learning-rate scheduler of the
+            optimiser, as ``scheduler(optimizer)``, stepped (without arguments)
+            once after every epoch: for instance
+            ``functools.partial(torch.optim.lr_scheduler.StepLR, step_size=10)``.
+            Its state is saved in ``last.pt`` and restored on a resume, which
+            needs a scheduler made the same way. Without it, the config's
+            schedule (:meth:`TrainConfig.learning_rate`: warm-up, then cosine
+            decay or constant) sets each parameter group's learning rate every
+            epoch, scaled by the group's own rate over ``config.lr`` (the
+            default optimiser's rate is ``config.lr``, so the schedule itself).
+            (default: :obj:`None`)
     """
 
     def __init__(
@@ -130,6 +155,8 @@ class Trainer:
         on_validation: Optional[Callable[[int, float], None]] = None,
         trackers: Sequence[Tracker] = (),
         rank_test: bool = True,
+        optimizer: Optional[OptimizerFactory] = None,
+        scheduler: Optional[SchedulerFactory] = None,
     ):
         config.validate()
         self.config = config
@@ -161,10 +188,27 @@ class Trainer:
         # AdamW with weight_decay 0 is Adam; its fused step makes one pass over each parameter: on the
         # CPU several times faster than the default (benchmarks/bench_optimizer.py), on a GPU one kernel
         # launch for all parameters instead of several
-        fused = True if self.device.type in ("cpu", "cuda") else None
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused
-        )
+        if optimizer is None:
+            fused = True if self.device.type in ("cpu", "cuda") else None
+            self.optimizer: torch.optim.Optimizer = torch.optim.AdamW(
+                self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused
+            )
+        else:
+            self.optimizer = optimizer(self.model.parameters())
+            if not isinstance(self.optimizer, torch.optim.Optimizer):
+                raise TypeError(
+                    f"Trainer: optimizer made a {type(self.optimizer).__name__}, not a torch.optim.Optimizer"
+                )
+        # without a scheduler, the config's schedule scales each group's rate as the optimiser set it
+        self._lr_scales = [group["lr"] / config.lr for group in self.optimizer.param_groups]
+        self.scheduler = None if scheduler is None else scheduler(self.optimizer)
+        if self.scheduler is not None and not isinstance(self.scheduler, LRScheduler):
+            raise TypeError(f"Trainer: scheduler made a {type(self.scheduler).__name__}, not an LRScheduler")
+        if isinstance(self.scheduler, ReduceLROnPlateau):
+            raise TypeError(
+                "Trainer: ReduceLROnPlateau steps on a metric; the trainer steps its scheduler once an epoch"
+            )
+        self.epoch_lr = float(self.optimizer.param_groups[0]["lr"])  # the rate of the latest epoch (the log's)
         self.generator = torch.Generator().manual_seed(config.seed)
 
         train = split_triples(data, "train")
@@ -199,8 +243,10 @@ class Trainer:
         world = self.dist.world_size
         if self.dist.enabled:  # per-process dropout stream, reproducible on resume
             torch.manual_seed(dropout_seed(self.config.seed, self.epoch, self.dist.rank))
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.config.learning_rate(self.epoch)
+        if self.scheduler is None:  # the config's schedule
+            for group, scale in zip(self.optimizer.param_groups, self._lr_scales):
+                group["lr"] = self.config.learning_rate(self.epoch) * scale
+        self.epoch_lr = float(self.optimizer.param_groups[0]["lr"])
         # the summed loss stays on the device: reading it each step would make a GPU's host wait
         total, batches = torch.zeros((), dtype=torch.float64, device=self.device), 0
         with float32_matmul_precision(self.config.precision):
@@ -218,6 +264,8 @@ class Trainer:
                     self.ema.update(self.model)
                 total += loss.detach()
                 batches += 1
+        if self.scheduler is not None:
+            self.scheduler.step()
         # the global batch's loss is the mean of the processes' scaled losses
         return self.dist.sum(total.item()) / world / max(batches, 1)
 
@@ -265,6 +313,7 @@ class Trainer:
             "best": self.best,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
             "ema": None if self.ema is None else self.ema.state_dict(),
             "rng": {
                 "torch": torch.get_rng_state(),
@@ -310,7 +359,21 @@ class Trainer:
 
     def _restore(self, state: Dict[str, Any], path: Union[str, Path]) -> None:
         validation.load_weights(self.model, state["model"], path)
+        scheduler = state.get("scheduler")
+        if (scheduler is None) != (self.scheduler is None):
+            had = "no scheduler" if scheduler is None else "a scheduler"
+            raise validation.StoredError(
+                f"{path}: scheduler: the run was trained with {had}; resume it with "
+                f"{'none' if scheduler is None else 'the same'} (Trainer(scheduler=...))"
+            )
         validation.load_optimizer(self.optimizer, state["optimizer"], path)
+        if self.scheduler is not None and scheduler is not None:
+            try:
+                self.scheduler.load_state_dict(scheduler)
+            except (KeyError, TypeError, ValueError, AttributeError) as error:
+                raise validation.StoredError(
+                    f"{path}: scheduler: does not fit this run's scheduler ({error})"
+                ) from None
         if self.ema is not None:
             if "ema" not in state:
                 raise validation.StoredError(f"{path}: ema: missing, while the run averages its weights")
@@ -385,7 +448,7 @@ class Trainer:
             self.epoch += 1
             seconds = time.perf_counter() - tic
             self.wall_seconds += seconds
-            self.log.epoch(self.epoch, loss, self.config.learning_rate(self.epoch - 1), seconds, self.wall_seconds)
+            self.log.epoch(self.epoch, loss, self.epoch_lr, seconds, self.wall_seconds)
             new_best = None
             validated = self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs or self._out_of_time()
             if validated:

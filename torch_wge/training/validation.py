@@ -137,7 +137,8 @@ def model_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
 def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
     """Checks a ``last.pt`` for a resume: the fields of
     :func:`model_checkpoint` and ``optimizer`` (a dict with ``state`` and
-    ``param_groups``), ``rng`` (``torch`` and ``shuffle`` states, byte
+    ``param_groups``), ``scheduler`` (a dict or :obj:`None`, if present),
+    ``rng`` (``torch`` and ``shuffle`` states, byte
     tensors, and ``cuda``, a list of them or :obj:`None`), ``best``
     (``epoch``, ``mrr``, ``evaluations_since``), ``best_model`` (if
     present) and ``wall_seconds``.
@@ -149,6 +150,9 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
     optimizer = _field(state, "optimizer", dict, path, "a dict (an optimiser's state)")
     if not (isinstance(optimizer.get("state"), dict) and isinstance(optimizer.get("param_groups"), list)):
         raise StoredError(f"{path}: optimizer: expected 'state' (a dict) and 'param_groups' (a list)")
+    scheduler = state.get("scheduler")
+    if scheduler is not None and not isinstance(scheduler, dict):
+        raise StoredError(f"{path}: scheduler: must be a dict (a scheduler's state) or None, found {_short(scheduler)}")
     rng = _field(state, "rng", dict, path, "a dict of random-number states")
     for key in ("torch", "shuffle"):
         value = rng.get(key)
