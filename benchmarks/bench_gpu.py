@@ -33,8 +33,9 @@ about 17 minutes: name ``--steps`` to fit one call.
 is not bound by kernel launches. A CUDA graph replays all of a step's kernels with one launch, but
 it needs a step whose shapes never change, while a batch's positive pairs vary in number. Here the
 step scores every entity (``candidates`` 0) and the positive pairs are padded to a fixed count with
-pairs of weight 0 (``WGE.query_loss(pair_weights=...)``, which leaves the softmax objective
-unchanged). The step (encoder, queries, loss, backward, gradient clipping and AdamW's fused,
+pairs of weight 0: the step's softmax objective is written here with a weight per pair (the
+logits held whole, each pair's cross-entropy weighted and divided by the weights' sum), equal to
+:class:`~torch_wge.nn.OneToNLoss`'s ``"softmax"`` on the unpadded pairs. The step (encoder, queries, loss, backward, gradient clipping and AdamW's fused,
 capturable update with the learning rate as a tensor) is captured once and replayed for each batch,
 whose tensors are copied into the graph's input buffers without waiting. The check (on any device;
 captured on CUDA): a few steps of the static step against the trainer's step, dropout off, in
@@ -82,6 +83,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import torch
+import torch.nn.functional as F
 from common import (
     DEFAULT_DATA,
     GRAPH_LAUNCHES,
@@ -132,6 +134,7 @@ class StaticStep:
     def __init__(self, trainer, batch: StaticBatch):
         self.model, self.graph_inputs, self.batch = trainer.model, trainer.graph_inputs, batch
         self.grad_clip = trainer.config.grad_clip
+        self.label_smoothing = trainer.config.label_smoothing
         device = batch.flat.device
         dtype = next(self.model.parameters()).dtype  # a float32 lr would round a float64 model's steps
         self.lr = torch.tensor(trainer.config.lr, device=device, dtype=dtype)
@@ -148,7 +151,12 @@ class StaticStep:
     def _step(self) -> Tensor:
         encoded = self.model.encode(**self.graph_inputs)
         batch = self.batch
-        loss = self.model.query_loss(encoded, batch.heads, batch.relations, batch.pairs, pair_weights=batch.weights)
+        queries = self.model.queries(encoded, batch.heads, batch.relations)  # [K + 1, B, C]
+        rows, cols = batch.pairs
+        loss = queries.new_zeros(())
+        for weight, q, x in zip(self.model.layer_weights, queries, encoded.entities):
+            per_pair = F.cross_entropy((q @ x.t())[rows], cols, reduction="none", label_smoothing=self.label_smoothing)
+            loss = loss + weight * (batch.weights * per_pair).sum() / batch.weights.sum()
         loss.backward()
         if self.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip, foreach=True)

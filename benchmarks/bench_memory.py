@@ -449,14 +449,15 @@ def measure_eval(path: str, chunk: int, queries: int) -> dict:
 
 
 def measure_train(path: str, batch_size: int) -> dict:
+    from torch_wge.nn import OneToNLoss
     from torch_wge.training import TrainingQueries, split_triples
-    from torch_wge.training.distributed import BatchLoss
+    from torch_wge.training.batch_loss import BatchLoss
 
     data = torch.load(path, weights_only=False)
     model, inputs = wge_model(data)
     queries = TrainingQueries(split_triples(data, "train"), int(data.num_nodes), int(data.num_relations))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    module = BatchLoss(model, inputs).train()
+    module = BatchLoss(model, OneToNLoss(), inputs).train()
     order = torch.randperm(len(queries), generator=torch.Generator().manual_seed(0))
 
     def step(index):

@@ -192,11 +192,15 @@ def phases_worker(args) -> None:
     import torch.distributed as dist
 
     from torch_wge.training import TrainConfig
-    from torch_wge.training.allocator import keep_freed_memory
     from torch_wge.training.data import load_data
     from torch_wge.training.trainer import Trainer
 
-    keep_freed_memory()  # as torch-wge train does
+    try:  # code from before the allocator setting left the package: as its torch-wge train ran
+        from torch_wge.training.allocator import keep_freed_memory
+
+        keep_freed_memory()
+    except ImportError:
+        pass
     torch.set_num_threads(args.threads)
     config = TrainConfig(
         dataset=args.dataset, root=args.root, recipe=args.recipe, encoder=args.encoder, device="cpu", seed=0
@@ -290,7 +294,8 @@ def _encoder_process(rank: int, path: str, processes: int, mode: str, port: int,
     import torch
     import torch.distributed as dist
     from bench_memory import wge_model
-    from torch_wge.training.sharded_encoder import shard_encoder
+
+    from torch_wge.distributed import shard_encoder
 
     torch.set_num_threads(1)
     data = torch.load(path, weights_only=False)

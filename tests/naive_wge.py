@@ -91,23 +91,19 @@ class _Decoder(torch.nn.Module):
         self.batch_norm = torch.nn.BatchNorm1d(channels)
 
 
-class _ViewConv(torch.nn.Module):
-    def __init__(self, channels: int):
-        super().__init__()
-        self.lin = NaiveQuaternionWeight(channels)
-        self.bias = torch.nn.Parameter(torch.zeros(channels))
-
-
 class _Layer(torch.nn.Module):
     def __init__(self, channels: int):
         super().__init__()
-        self.entity_conv, self.entity_norm = _ViewConv(channels), torch.nn.BatchNorm1d(channels)
-        self.relation_conv, self.relation_norm = _ViewConv(channels), torch.nn.BatchNorm1d(channels)
+        self.entity_lin, self.entity_bias = NaiveQuaternionWeight(channels), torch.nn.Parameter(torch.zeros(channels))
+        self.entity_norm = torch.nn.BatchNorm1d(channels)
+        self.relation_lin = NaiveQuaternionWeight(channels)
+        self.relation_bias = torch.nn.Parameter(torch.zeros(channels))
+        self.relation_norm = torch.nn.BatchNorm1d(channels)
 
     @staticmethod
-    def view(conv: _ViewConv, norm: torch.nn.BatchNorm1d, h: Tensor, adj: Tensor) -> Tensor:
+    def view(lin, bias: Tensor, norm: torch.nn.BatchNorm1d, h: Tensor, adj: Tensor) -> Tensor:
         """tanh(BN(A_norm @ (h @ M(W)) + b)) of one view, with the dense normalised adjacency A_norm."""
-        return torch.tanh(norm(adj @ (h @ conv.lin.matrix()) + conv.bias))
+        return torch.tanh(norm(adj @ (h @ lin.matrix()) + bias))
 
 
 class _Encoder(torch.nn.Module):
@@ -153,8 +149,10 @@ class NaiveWGE(torch.nn.Module):
         x, rel = self.entity_embedding.weight, self.relation_embedding.weight
         states = [(x, rel)]
         for layer in self.encoder.convs:
-            xr = layer.view(layer.relation_conv, layer.relation_norm, torch.cat([x, rel], dim=0), self.rf_adj)
-            xe = layer.view(layer.entity_conv, layer.entity_norm, x, self.ef_adj)
+            xr = layer.view(
+                layer.relation_lin, layer.relation_bias, layer.relation_norm, torch.cat([x, rel], dim=0), self.rf_adj
+            )
+            xe = layer.view(layer.entity_lin, layer.entity_bias, layer.entity_norm, x, self.ef_adj)
             x, rel = xe * xr[: self.num_entities], xr[self.num_entities :]
             states.append((x, rel))
         return states
@@ -255,7 +253,7 @@ def evaluate(
 def _check() -> None:
     """Same scores, loss and filtered ranks as torch_wge on a small random KG."""
     from torch_wge.evaluation import LinkPredictionEvaluator
-    from torch_wge.nn import WGE
+    from torch_wge.nn import WGE, OneToNLoss
     from torch_wge.testing import random_kg
     from torch_wge.training import TrainConfig, TrainingQueries, graph_transform, split_triples
 
@@ -275,7 +273,7 @@ def _check() -> None:
     targets[positives[0], positives[1]] = 1.0
     inputs = ref.graph_inputs(data)
     ref.train(), naive.train()
-    ref_loss = ref.query_loss(ref.encode(**inputs), heads, relations, positives)
+    ref_loss = OneToNLoss()(ref, ref.encode(**inputs), heads, relations, positives)
     naive_loss = naive.loss(naive.encode(), heads, relations, targets)
     print(f"training loss: torch_wge {ref_loss.item():.10f}  naive {naive_loss.item():.10f}")
     assert torch.allclose(ref_loss, naive_loss, rtol=1e-9), "losses differ"

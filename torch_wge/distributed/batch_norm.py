@@ -214,11 +214,11 @@ def normalize_synced(norms: Sequence[Optional[torch.nn.Module]], inputs: Sequenc
         (True, True)
     """
     outputs = list(inputs)
-    batch_norms = [i for i, norm in enumerate(norms) if isinstance(norm, torch.nn.BatchNorm1d)]
+    batch_norms = {i: norm for i, norm in enumerate(norms) if isinstance(norm, torch.nn.BatchNorm1d)}
     for i, norm in enumerate(norms):
         if norm is not None and i not in batch_norms:
             raise ValueError(f"statistics over several processes are for batch norms only, got {type(norm).__name__}")
-    together = batch_norm_together([norms[i] for i in batch_norms], [inputs[i] for i in batch_norms], group)
+    together = batch_norm_together(list(batch_norms.values()), [inputs[i] for i in batch_norms], group)
     for i, output in zip(batch_norms, together):
         outputs[i] = output
     return outputs

@@ -222,8 +222,9 @@ class TwoViewConv(MessagePassing):
         r"""Glorot weights, zero biases, fresh norms; forgets the cached graphs."""
         super().reset_parameters()
         for module in (self.entity_lin, self.entity_norm, self.relation_lin, self.relation_norm):
-            if module is not None and hasattr(module, "reset_parameters"):
-                module.reset_parameters()
+            reset = getattr(module, "reset_parameters", None)  # a norm without parameters has none
+            if callable(reset):
+                reset()
         for view_bias in (self.entity_bias, self.relation_bias):
             if view_bias is not None:
                 torch.nn.init.zeros_(view_bias)

@@ -10,7 +10,7 @@ the gradients of the queries and entities are accumulated from it at once, so
 backward is two scalings.
 """
 
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -378,6 +378,23 @@ def check_relations(relations: Tensor, num_relations: int, name: str = "relation
         )
 
 
+class EncodedLayers(Protocol):
+    """Every layer's representations, as :class:`~torch_wge.nn.EncodedGraph` holds them."""
+
+    entities: List[Tensor]  # K + 1 of [N, C]
+    relations: List[Tensor]  # K + 1 of [2R, C]
+
+
+class QueryScorer(Protocol):
+    """What :class:`OneToNLoss` reads of a model (a :class:`~torch_wge.nn.WGE`)."""
+
+    num_entities: int
+    num_relations: int
+    layer_weights: Tensor  # [K + 1]
+
+    def queries(self, encoded, heads: Tensor, relations: Tensor) -> Tensor: ...
+
+
 class OneToNLoss(torch.nn.Module):
     r"""The training objective of :class:`~torch_wge.nn.WGE` (and QuatE,
     :obj:`num_layers=0`) on a batch of 1-N queries :math:`(h_b, r_b, ?)`:
@@ -460,8 +477,8 @@ class OneToNLoss(torch.nn.Module):
 
     def forward(
         self,
-        model: torch.nn.Module,
-        encoded,
+        model: QueryScorer,
+        encoded: EncodedLayers,
         heads: Tensor,
         relations: Tensor,
         positives: Tensor,
@@ -503,7 +520,7 @@ class OneToNLoss(torch.nn.Module):
         return loss
 
     def triples(
-        self, model: torch.nn.Module, encoded, head_index: Tensor, rel_type: Tensor, tail_index: Tensor
+        self, model: QueryScorer, encoded: EncodedLayers, head_index: Tensor, rel_type: Tensor, tail_index: Tensor
     ) -> Tensor:
         r"""The loss of a batch of triples :math:`(h, r, t)`, given as
         :meth:`torch_geometric.nn.kge.KGEModel.loss` takes them (relations in
@@ -529,7 +546,7 @@ class OneToNLoss(torch.nn.Module):
 
     @staticmethod
     def relation_prediction_loss(
-        model: torch.nn.Module, encoded, heads: Tensor, relations: Tensor, positives: Tensor
+        model: QueryScorer, encoded: EncodedLayers, heads: Tensor, relations: Tensor, positives: Tensor
     ) -> Tensor:
         r"""Relation prediction for the batch's training triples
         :math:`(h_b, r_b, t)`, ``positives [2, T]`` as in :meth:`forward`:
@@ -553,7 +570,7 @@ class OneToNLoss(torch.nn.Module):
         return sum(losses[1:], losses[0])
 
     @staticmethod
-    def n3_term(encoded, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
+    def n3_term(encoded: EncodedLayers, heads: Tensor, relations: Tensor, positives: Tensor) -> Tensor:
         r"""The N3 regulariser of the batch's training triples on the input
         (layer-0) embeddings, :math:`\frac{1}{T} \sum_{(b, t)} \sum_q
         (|x_{h_b, q}|^3 + |r_{b, q}|^3 + |x_{t, q}|^3)` over the quaternions
