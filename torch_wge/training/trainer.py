@@ -12,22 +12,21 @@ from tqdm.auto import tqdm
 
 from torch_wge import __version__, io
 from torch_wge.data import unseen_triples
+from torch_wge.distributed import DistributedContext, dropout_seed
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.nn import WGE
 from torch_wge.nn.decoders.loss import sample_candidates
-from torch_wge.nn.norm import SyncedBatchNorm1d
 from torch_wge.training import validation
+from torch_wge.training.batch_loss import BatchLoss
 from torch_wge.training.checkpoint import CheckpointError, save_checkpoint, triples_fingerprint
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
-from torch_wge.training.distributed import BatchLoss, DistributedContext, dropout_seed, wrap_data_parallel
 from torch_wge.training.ema import WeightAverage
 from torch_wge.training.inference import evaluate_model
-from torch_wge.training.model import build_model, check_memory
-from torch_wge.training.precision import PRECISIONS, float32_matmul_precision
+from torch_wge.training.model import build_loss, build_model, check_memory
+from torch_wge.training.precision import float32_matmul_precision
 from torch_wge.training.queries import TrainingQueries
 from torch_wge.training.run_folder import RunLock, RunLog, open_run_folder, repair_best
-from torch_wge.training.sharded_encoder import shard_encoder
 from torch_wge.training.trackers import Tracker
 
 
@@ -95,7 +94,7 @@ class Trainer:
     ``batch_size`` queries, and gradients are averaged with
     :class:`~torch.nn.parallel.DistributedDataParallel`; the decoders' batch
     norms are synchronised, evaluation is sharded, and only rank 0 writes
-    files or shows progress. See :mod:`torch_wge.training.distributed` for
+    files or shows progress. See :mod:`torch_wge.distributed.context` for
     what equals a one-process run (everything but the dropout masks).
 
     Args:
@@ -175,16 +174,12 @@ class Trainer:
         self.graph_inputs = {k: v.to(self.device) for k, v in self.model.graph_inputs(data).items()}
         # made before the batch norms are synchronised: the average is only evaluated
         self.ema = WeightAverage(self.model, config.ema_decay) if config.ema_decay > 0 else None
-        if self.dist.enabled:
-            # the decoders' batch norms see only this process's part of a batch
-            SyncedBatchNorm1d.convert(self.model.decoders, self.dist.new_group())
-            if config.encoder == "sharded":  # the average is evaluated with the same shares
-                group = self.dist.new_group()
-                for model in (self.model,) if self.ema is None else (self.model, self.ema.model):
-                    shard_encoder(model, group)
+        self.dist.distribute(self.model, config.encoder)
+        if self.ema is not None and config.encoder == "sharded":  # evaluated with the same shares
+            self.dist.distribute(self.ema.model, config.encoder)
+        self.loss_fn = build_loss(config)
         # the training loss as a module: DistributedDataParallel hooks on forward
-        matmul_dtype = PRECISIONS[config.precision].loss_matmul_dtype
-        self.loss_module = wrap_data_parallel(BatchLoss(self.model, self.graph_inputs, matmul_dtype), self.dist)
+        self.loss_module = self.dist.data_parallel(BatchLoss(self.model, self.loss_fn, self.graph_inputs))
         # AdamW with weight_decay 0 is Adam; its fused step makes one pass over each parameter: on the
         # CPU several times faster than the default (benchmarks/bench_optimizer.py), on a GPU one kernel
         # launch for all parameters instead of several
@@ -237,7 +232,7 @@ class Trainer:
         :meth:`TrainingQueries.batch_indices`, drawn with the run's generator;
         with several processes each takes its contiguous part of every batch
         and scales its loss by its share (see
-        :mod:`torch_wge.training.distributed`), and the returned loss is that
+        :mod:`torch_wge.distributed.context`), and the returned loss is that
         of the global batches."""
         self.loss_module.train()
         world = self.dist.world_size
@@ -273,13 +268,13 @@ class Trainer:
         """The training queries ``index`` on the device: ``heads``, ``relations``,
         ``positives`` and, where the model samples candidates and the device is
         not the CPU, the candidates drawn on the CPU and the answers' positions
-        among them (see :meth:`WGE.query_loss`). Off the CPU they travel as one
+        among them (see :meth:`OneToNLoss.forward <torch_wge.nn.OneToNLoss.forward>`). Off the CPU they travel as one
         buffer, on CUDA pinned and copied without waiting for the device."""
         batch: Tuple[Tensor, ...] = self.queries.batch(index)
         if self.device.type == "cpu":
             return batch
-        if self.model.num_candidates is not None and index.numel() > 0:
-            batch += sample_candidates(batch[2][1], self.model.num_entities, self.model.num_candidates)
+        if self.loss_fn.candidates > 0 and index.numel() > 0:
+            batch += sample_candidates(batch[2][1], self.model.num_entities, self.loss_fn.candidates)
         flat = torch.cat([t.reshape(-1) for t in batch])
         flat = (flat.pin_memory() if self.device.type == "cuda" else flat).to(self.device, non_blocking=True)
         return tuple(part.view(t.shape) for part, t in zip(flat.split([t.numel() for t in batch]), batch))
