@@ -191,6 +191,11 @@ def load_weights(module: torch.nn.Module, weights: Dict[str, torch.Tensor], path
     Raises:
         StoredError: when the weights do not fit ``module`` or are not finite.
     """
+    if any(".entity_conv." in name or ".relation_conv." in name for name in weights):
+        raise StoredError(
+            f"{path}: model: written by an earlier torch_wge, whose two-view layers held a convolution per view; "
+            f"this version does not read it: train the run again"
+        )
     for name, value in weights.items():
         if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(value.isfinite().all()):
             raise StoredError(f"{path}: model: weight {name!r} holds NaN or infinite values; it cannot score")
