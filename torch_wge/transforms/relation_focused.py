@@ -318,10 +318,6 @@ class RelationFocusedTransform(BaseTransform):
     :class:`~torch_wge.training.TrainConfig` too); set
     :obj:`relation_edges=True` to add them.
 
-    .. versionchanged:: 0.2
-        :obj:`relation_edges` defaults to :obj:`False` (it was :obj:`True`,
-        which built another graph than :command:`torch-wge train`).
-
     The view costs far more than a model forward pass on large graphs: pass
     the transform as :obj:`pre_transform` of a dataset (computed once and
     stored) rather than as :obj:`transform` (recomputed on every access).
