@@ -126,9 +126,9 @@ def describe_machine(machine: Any) -> str:
 
 def measured(data: Dict[str, Any]) -> str:
     """The headline figures of a benchmark record, where its JSON holds them in a known place:
-    seconds per epoch and per test evaluation and peak MB per configuration (``bench_speed.py``,
-    ``bench_kge_loop.py``), median seconds per configuration (``bench_pyg_test.py``), or epoch
-    seconds per setting (GPU loss chunks)."""
+    seconds per epoch and per test evaluation and peak MB per configuration (``bench_speed.py``),
+    median seconds per configuration, epoch seconds per setting (GPU loss chunks), or the runs of a
+    study (``reproduce.py --summary``) and the trials of a tune study."""
     results, parts = data.get("results"), []
     if isinstance(results, dict):
         for name, result in results.items():
@@ -141,6 +141,10 @@ def measured(data: Dict[str, Any]) -> str:
         parts.append(f"{name}: {seconds:.3g} s")
     for name, seconds in (data.get("epoch_seconds") or {}).items():
         parts.append(f"{name}: epoch {' / '.join(f'{s:g}' for s in seconds)} s")
+    if isinstance(data.get("runs"), list):  # reproduce.py --summary: a study's runs
+        parts.append(f"{len(data['runs'])} runs")
+    if isinstance(data.get("trials"), list):  # a tune study's export
+        parts.append(f"{len(data['trials'])} trials")
     return "; ".join(parts) or "-"
 
 

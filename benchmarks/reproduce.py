@@ -23,7 +23,7 @@ commit and machine, to ``<records>/<dataset>/<model>/<recipe>-<epochs>ep[-<varia
 
 A study of several runs (the ablations, a sensitivity sweep, what was tried) is kept as one
 ``--summary`` record: per run its name, settings, commands, machine, best epoch, validation and test
-metrics (both directions, head and tail), minutes and validation MRR by epoch; a run stopped by hand
+metrics (both directions, head and tail), minutes and validations (epoch, minutes, MRR); a run stopped by hand
 (no ``results.json``) with what its log holds.
 
 Datasets are read from ``--root`` (``<root>/<dataset>/raw``) or downloaded there.
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from torch_wge.cli import add_config_arguments, read_saved_config
+from torch_wge.cli import add_config_arguments
 from torch_wge.training import TrainConfig, Trainer, load_data
 from torch_wge.training.checkpoint import load_checkpoint
 
@@ -131,7 +131,7 @@ def main():
         torch.set_num_threads(args.threads)
     out = Path(args.out) / args.row
     # a run continued or closed keeps its own settings, as with `torch-wge train --resume`
-    saved = read_saved_config(out / "config.json") if args.resume or args.finish else {}
+    saved = saved_settings(out / "config.json") if args.resume or args.finish else {}
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name in args}
     try:
         config = row_config(args.row, given, saved)
@@ -172,6 +172,17 @@ def main():
             }
         )
     )
+
+
+def saved_settings(path: Path) -> dict:
+    """The settings of a run folder's ``config.json``, checked as ``torch-wge train --resume`` reads them."""
+    try:
+        from torch_wge.training.settings_file import read_stored_settings
+    except ImportError:  # a torch_wge whose command line reads them itself
+        from torch_wge.cli import read_saved_config
+
+        return read_saved_config(path)
+    return read_stored_settings(path).to_dict()
 
 
 def row_config(row: str, given: dict, saved: dict) -> TrainConfig:
@@ -225,7 +236,7 @@ def markdown_table(records) -> str:
 
 def run_summary(record: Path) -> dict:
     """One run's entry of a :func:`summary`: its settings, commands, best epoch, metrics, minutes and
-    validation MRR by epoch (a run stopped by hand: what its log holds)."""
+    validations (epoch, minutes, MRR); a run stopped by hand: what its log holds."""
     config = json.loads((record / "config.json").read_text())
     log = [json.loads(line) for line in (record / "log.jsonl").read_text().splitlines() if line.strip()]
     evals = [r for r in log if r.get("event") == "eval" and r.get("split", "valid") == "valid"]
@@ -250,7 +261,11 @@ def run_summary(record: Path) -> dict:
         entry["minutes"] = max((r["wall_seconds"] for r in trained + evals), default=0) / 60
         entry["valid"] = None if best is None else {"both": {"mrr": best["both.mrr"]}}
         entry["test"] = None
-    entry["valid_mrr_by_epoch"] = {str(r["epoch"]): r["both.mrr"] for r in evals if "both.mrr" in r}
+    entry["validations"] = [  # epoch, minutes since the run began, validation MRR
+        [r["epoch"], round(r["wall_seconds"] / 60, 2) if "wall_seconds" in r else None, r["both.mrr"]]
+        for r in evals
+        if "both.mrr" in r
+    ]
     return entry
 
 

@@ -33,7 +33,7 @@ def test_every_record_is_in_the_index(records_index):
         line.split("`")[1] for line in (root / records_index.INDEX).read_text().splitlines() if line.startswith("| [`")
     }
     assert listed == runs | benchmarks
-    assert len(runs) > 50 and all(run.count("/") == 2 for run in runs)
+    assert len(runs) > 10 and all(run.count("/") == 2 for run in runs)
 
 
 def write_run(folder: Path, dataset="codex-s", num_layers=2, results=True, ranked_test=True):
