@@ -181,8 +181,7 @@ class Trainer:
         # the training loss as a module: DistributedDataParallel hooks on forward
         self.loss_module = self.dist.data_parallel(BatchLoss(self.model, self.loss_fn, self.graph_inputs))
         # AdamW with weight_decay 0 is Adam; its fused step makes one pass over each parameter: on the
-        # CPU several times faster than the default (benchmarks/bench_optimizer.py), on a GPU one kernel
-        # launch for all parameters instead of several
+        # CPU several times faster than the default, on a GPU one kernel launch for all parameters
         if optimizer is None:
             fused = True if self.device.type in ("cpu", "cuda") else None
             self.optimizer: torch.optim.Optimizer = torch.optim.AdamW(
