@@ -319,3 +319,10 @@ def test_wgekge_given_another_graph_encodes_that_graph(kg):
         on_other = model(head, rel, tail)
         expected = model.wge.score_triples(model.wge.encode(**model.wge.graph_inputs(other)), head, rel, tail)
     assert torch.allclose(on_other, expected, atol=1e-6) and not torch.allclose(on_other, on_kg, atol=1e-4)
+
+
+def test_wgekge_loss_refuses_relations_outside_the_graph(kg):
+    model = WGEKGE(25, 3, hidden_channels=2, data=kg, num_layers=1)
+    for bad in (3, -1, 5):  # query keys e * 2R + r: these would silently become other queries
+        with pytest.raises(ValueError, match=r"outside the relations \[0, 3\)"):
+            model.loss(torch.tensor([0]), torch.tensor([bad]), torch.tensor([1]))
