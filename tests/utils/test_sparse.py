@@ -34,3 +34,30 @@ def test_csr_matmul_is_the_dense_product_whatever_the_new_tensor_held(monkeypatc
     product = csr_matmul(dense.to(dtype).to_sparse_csr(), x.to(dtype))
     assert product.dtype == dtype and product.shape == (9, 5)
     torch.testing.assert_close(product.double(), dense @ x, rtol=1e-5 if dtype == torch.float32 else 1e-12, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "edge_index, message",
+    [
+        ([[0, 10**7], [1, 2]], r"edge_index holds ids outside \[0, 3\): 0 to 10000000"),  # was a segfault
+        ([[0, 3], [1, 2]], r"edge_index holds ids outside \[0, 3\): 0 to 3"),  # a source id == num_nodes
+        ([[0, -1], [1, 2]], r"edge_index holds ids outside \[0, 3\): -1 to 2"),  # was garbage rows
+        ([[0, 1], [1, 5]], r"edge_index holds ids outside \[0, 3\)"),  # a target out of range
+        ([0, 1], r"edge_index must be of shape \[2, E\]"),
+    ],
+)
+def test_csr_adjacency_refuses_ids_outside_the_nodes(edge_index, message):
+    from torch_wge.utils.sparse import csr_adjacency
+
+    with pytest.raises(ValueError, match=message):
+        csr_adjacency(torch.tensor(edge_index), 3)
+    with pytest.raises(ValueError, match="integer ids"):
+        csr_adjacency(torch.tensor([[0.0, 1.0], [1.0, 2.0]]), 3)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")
+@pytest.mark.parametrize("rows", [[-1], [-3], [9], [0, 9]])
+def test_csr_rows_refuses_rows_outside_the_matrix(rows):
+    adj = torch.eye(9).to_sparse_csr()
+    with pytest.raises(ValueError, match=r"rows holds ids outside \[0, 9\)"):
+        csr_rows(adj, torch.tensor(rows))

@@ -18,11 +18,32 @@ def _without_csr_notices() -> Iterator[None]:
         yield
 
 
+def check_ids(index: Tensor, count: int, name: str) -> None:
+    """Raises :class:`ValueError` unless ``index`` is an integer tensor whose
+    values lie in ``[0, count)``: torch's sparse kernels read out of bounds
+    (garbage rows, or a crash) on ids they do not check themselves.
+
+    Example:
+        >>> check_ids(torch.tensor([0, 3]), 3, "rows")
+        Traceback (most recent call last):
+        ...
+        ValueError: rows holds ids outside [0, 3): 0 to 3
+    """
+    if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer ids, got {index.dtype}")
+    if index.numel() and not (int(index.min()) >= 0 and int(index.max()) < count):
+        raise ValueError(f"{name} holds ids outside [0, {count}): {int(index.min())} to {int(index.max())}")
+
+
 def csr_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float) -> Tensor:
     r"""The transposed adjacency :math:`\mathbf{A}^{\top}` (row: target,
     column: source) of :obj:`edge_index` as a ``torch.sparse_csr`` tensor with
     unit weights, for message passing as one sparse-dense matmul. torch's
     beta and invariant-check notices on CSR tensors are not shown.
+
+    Raises:
+        ValueError: when :obj:`edge_index` is not ``[2, E]`` or holds an id
+            outside ``[0, num_nodes)`` (negative ones too).
 
     Example:
         >>> adj_t = csr_adjacency(torch.tensor([[0, 0], [1, 2]]), 3)
@@ -31,6 +52,9 @@ def csr_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch
                 [1., 0., 0.],
                 [1., 0., 0.]])
     """
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must be of shape [2, E], got {list(edge_index.shape)}")
+    check_ids(edge_index, num_nodes, "edge_index")
     with _without_csr_notices():
         return to_torch_csr_tensor(
             edge_index.flip(0), torch.ones(edge_index.size(1), dtype=dtype), size=(num_nodes, num_nodes)
@@ -102,12 +126,16 @@ def csr_rows(adj_t: Tensor, rows: Tensor) -> Tensor:
 
     Shapes: ``adj_t [M, N]`` and ``rows [S]`` give ``[S, N]``.
 
+    Raises:
+        ValueError: when a row is outside ``[0, M)`` (negative ones too).
+
     Example:
         >>> adj_t = csr_adjacency(torch.tensor([[0, 0, 2], [1, 2, 3]]), 4)
         >>> csr_rows(adj_t, torch.tensor([3, 1])).to_dense()
         tensor([[0., 0., 1., 0.],
                 [1., 0., 0., 0.]])
     """
+    check_ids(rows, adj_t.size(0), "rows")
     crow, col, values = adj_t.crow_indices(), adj_t.col_indices(), adj_t.values()
     rows = rows.to(crow.device)
     first, counts = crow[rows], crow[rows + 1] - crow[rows]
