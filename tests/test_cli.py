@@ -233,6 +233,30 @@ def make_fifo(tmp):
     os.mkfifo(tmp / "fifo")
 
 
+#: JSON nested 100,000 deep under a setting, and the same in YAML's flow style.
+DEEP_JSON = b'{"lr": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+DEEP_YAML = b"lr: " + b"[" * 100_000 + b"]" * 100_000 + b"\n"
+#: 600 bytes of YAML whose aliases expand to 9**9 strings under lr (it ran out of memory when expanded).
+ALIAS_BOMB = (
+    b'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    + b"".join(
+        f"{x}: &{x} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n".encode() for p, x in zip("abcdefgh", "bcdefghi")
+    )
+    + b"lr: *i\n"
+)
+
+
+def folder_holding(files):
+    """The folder {tmp}/mine holding ``files`` (name -> text) of no run."""
+
+    def prepare(tmp):
+        (tmp / "mine").mkdir()
+        for name, text in files.items():
+            (tmp / "mine" / name).write_text(text)
+
+    return prepare
+
+
 def offline(tmp):
     def download_url(url, *args, **kwargs):
         raise urllib.error.URLError("no network")
@@ -431,6 +455,81 @@ BAD_INPUTS = {
         edit_checkpoint("best.pt", lambda s: s["model"][first_weight(s)].view(-1).__setitem__(0, float("inf"))),
         ["{run}/best.pt", "infinite"],
     ),
+    "--config a FIFO": (TRAIN + ["--dataset", "{kg}", "--config", "{tmp}/fifo"], make_fifo, ["{tmp}/fifo", "regular"]),
+    "--config a link to /dev/zero": (
+        TRAIN + ["--dataset", "{kg}", "--config", "{tmp}/zero.json"],
+        special_file("zero.json", "zero"),
+        ["{tmp}/zero.json", "not a regular file"],
+    ),
+    "--config JSON nested 100,000 deep": (
+        TRAIN + ["--dataset", "{kg}", "--config", "{tmp}/deep.json"],
+        write_file("deep.json", DEEP_JSON),
+        ["{tmp}/deep.json", "nested deeper than 32 levels"],
+    ),
+    "--config YAML nested 100,000 deep": (
+        TRAIN + ["--dataset", "{kg}", "--config", "{tmp}/deep.yaml"],
+        write_file("deep.yaml", DEEP_YAML),
+        ["{tmp}/deep.yaml", "nested deeper than 32 levels"],
+    ),
+    "--config a YAML alias bomb": (
+        TRAIN + ["--dataset", "{kg}", "--config", "{tmp}/bomb.yaml"],
+        write_file("bomb.yaml", ALIAS_BOMB),
+        ["{tmp}/bomb.yaml", "YAML aliases (*a) are refused"],
+    ),
+    "--config a list of 10**6 under lr": (
+        TRAIN + ["--dataset", "{kg}", "--config", "{tmp}/long.json"],
+        write_file("long.json", b'{"lr": [' + b"1," * 10**6 + b"1]}"),
+        ["{tmp}/long.json", "lr: setting 'lr' must be a number, found [1, 1, 1, 1, 1, 1, ...]"],
+    ),
+    "config.json nested 100,000 deep on resume": (
+        RESUME,
+        write_file("run/config.json", DEEP_JSON),
+        ["{run}/config.json", "nested deeper than 32 levels"],
+    ),
+    "log.jsonl nested 100,000 deep on resume": (
+        RESUME,
+        append_to_log("[" * 100_000 + "]" * 100_000),
+        ["{run}/log.jsonl, line", "nested deeper than 32 levels"],
+    ),
+    "last.pt ema 5": (RESUME, edit_checkpoint("last.pt", lambda s: s.update(ema=5)), ["{run}/last.pt", "'ema'"]),
+    "last.pt ema of other shapes": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s.update(ema={"weight": torch.zeros(2)})),
+        ["{run}/last.pt", "'ema'", "not those of the model"],
+    ),
+    "last.pt best mrr NaN": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s["best"].update(mrr=float("nan"))),
+        ["{run}/last.pt", "'mrr'", "nan"],
+    ),
+    "last.pt best mrr 2": (
+        RESUME,
+        edit_checkpoint("last.pt", lambda s: s["best"].update(mrr=2.0)),
+        ["{run}/last.pt", "'mrr'"],
+    ),
+    "out holds a log.jsonl and config.json of no run": (
+        TRAIN + ["--dataset", "{kg}", "--out", "{tmp}/mine"],
+        folder_holding({"log.jsonl": "my notes\n", "config.json": '{"theme": "dark"}'}),
+        ["{tmp}/mine holds log.jsonl and config.json of no torch_wge run", "--overwrite"],
+    ),
+    "a FIFO entity_labels.txt": (
+        TRAIN + ["--dataset", "{tmp}/kg2"],
+        special_file("kg2/entity_labels.txt", "fifo"),
+        ["{tmp}/kg2/entity_labels.txt", "not a regular file"],
+    ),
+    "dataset ./no-such-kg": (TRAIN + ["--dataset", "./no-such-kg"], None, ["./no-such-kg: no such dataset folder"]),
+    "dataset codexs": (TRAIN + ["--dataset", "codexs"], None, ["unknown dataset 'codexs'; did you mean codex-s?"]),
+    "option typo --epocs": (
+        ["train", "--epocs", "3"],
+        None,
+        ["torch-wge train: error: unrecognized arguments: --epocs 3 (did you mean --epochs?)"],
+    ),
+    "evaluate a folder without best.pt": (
+        ["evaluate", "{tmp}/kg-source"],
+        None,
+        ["{tmp}/kg-source/best.pt: no best checkpoint"],
+    ),
+    "evaluate a missing checkpoint": (["evaluate", "{tmp}/no.pt"], None, ["{tmp}/no.pt: does not exist"]),
     "predict --top-k 0": (
         ["predict", "{run}/best.pt", "--head", "e001", "--relation", "P1", "--top-k", "0"],
         None,
@@ -575,6 +674,7 @@ def test_ctrl_c_ends_with_one_line_saying_what_continues_the_command(command, li
         raise KeyboardInterrupt
 
     monkeypatch.setitem(cli.COMMANDS, command, interrupted)
+    monkeypatch.setitem(cli.CHECKS, command, lambda args: None)
     argv = {"train": ["train", "--dataset", "codex-s"], "tune": ["tune", "--dataset", "codex-s"]}
     assert main(argv.get(command, [command, "--dataset", "codex-s"])) == 130
     err = capsys.readouterr().err.strip()
@@ -697,3 +797,64 @@ def test_a_folder_dataset_is_processed_under_root_and_left_as_it_was(kg_folder, 
     assert len(processed) == 2 and processed[0].startswith("data-") and processed[1].startswith("vocab-")
     assert main(["evaluate", str(run / "best.pt")]) == 0  # found again from the run's settings
     assert sorted(p.name for p in root.rglob("*.pt")) == processed
+
+
+#: What a label may hold that a terminal acts on: set the window title, bell, clear the screen,
+#: return to the line's start, reverse the text's direction.
+TERMINAL_CONTROLS = "\x1b]0;owned\x07\x1b[2J\rX\u202e"
+
+
+@pytest.fixture(scope="module")
+def labelled_run(tmp_path_factory):
+    """A run (softmax objective, the fast recipe's) on a KG whose labels hold terminal controls."""
+    tmp = tmp_path_factory.mktemp("labelled")
+    entity_labels = {i: f"Person {i}" for i in range(30)}
+    entity_labels[1] = "Alice" + TERMINAL_CONTROLS
+    relation_labels = {0: "spouse" + TERMINAL_CONTROLS, 1: "child", 2: "sibling"}
+    kg = write_triples_folder(random_kg(30, 3, 300, seed=7), tmp / "kg", entity_labels, relation_labels)
+    argv = ["train", "--dataset", str(kg), "--root", str(tmp / "data"), "--out", str(tmp / "run")]
+    assert main(argv + TRAIN[1:]) == 0
+    return tmp / "run"
+
+
+def test_printed_labels_have_their_control_characters_escaped(labelled_run, capsys):
+    capsys.readouterr()
+    assert main(["predict", str(labelled_run), "--head", "e001", "--relation", "P0", "--top-k", "30"]) == 0
+    assert main(["evaluate", str(labelled_run), "--per-relation"]) == 0
+    out = capsys.readouterr().out
+    assert not any(char in out for char in "\x1b\x07\r\u202e"), repr(out)
+    escaped = "\\x1b]0;owned\\x07\\x1b[2J\\rX\\u202e"
+    assert f'e001 "Alice{escaped}"' in out and f'P0 "spouse{escaped}"' in out  # predict's query
+    assert f"P0 (spouse{escaped})" in out  # evaluate's per-relation table
+
+
+def test_predict_and_evaluate_take_a_run_folder_or_a_checkpoint_alike(labelled_run, capsys):
+    capsys.readouterr()
+    for command in (["evaluate"], ["predict", "--head", "e001", "--relation", "P1"]):
+        outputs = []
+        for run in (labelled_run, labelled_run / "best.pt"):
+            assert main([command[0], str(run), *command[1:]]) == 0
+            outputs.append(capsys.readouterr().out)
+        assert outputs[0] == outputs[1]
+
+
+def test_predicts_header_says_what_the_score_means_under_the_runs_objective(labelled_run, capsys):
+    from torch_wge.cli import score_meaning
+
+    capsys.readouterr()
+    assert main(["predict", str(labelled_run), "--head", "e001", "--relation", "P1"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "the run's objective is softmax: scores rank one query's answers against each other" in header
+    assert "bce" not in header
+    assert score_meaning("bce") == (
+        "the run's objective is bce: sigmoid(score) is the model's probability that the triple holds"
+    )
+
+
+def test_labels_match_regardless_of_case_and_an_unknown_one_gets_a_suggestion(labelled_run, capsys):
+    capsys.readouterr()
+    assert main(["predict", str(labelled_run), "--head", "person 5", "--relation", "CHILD"]) == 0
+    assert '(e005 "Person 5", P1 "child", ?)' in capsys.readouterr().out
+    assert main(["predict", str(labelled_run), "--head", "Persn 5", "--relation", "child"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown entity 'Persn 5'" in err and "did you mean 'Person 5'" in err, err

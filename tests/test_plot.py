@@ -76,8 +76,8 @@ def test_curves_hold_the_logged_loss_and_validation_mrr_of_every_run(trained_run
     assert figure.axes[0].lines[0].get_color() != figure.axes[0].lines[1].get_color()
     labels = [text.get_text() for text in figure.legends[0].get_texts()]
     assert labels == [
-        f"{run}: {kg_folder}, {model}, fast recipe, epochs 4, batch size 64, eval every 2"
-        for run, model in zip(trained_runs, ("WGE", "QuatE"))
+        f"{run}: {kg_folder}, {model}, fast recipe, epochs 4, batch size 64, eval every 2, hidden channels 2{layers}"
+        for run, model, layers in zip(trained_runs, ("WGE", "QuatE"), (", num layers 1", ""))
     ]
 
 
@@ -177,7 +177,7 @@ def bad_inputs(tmp_path, runs):
         "missing": (["plot", str(tmp_path / "nowhere"), *out], f"{tmp_path / 'nowhere'}: no such run folder or file"),
         "no log": (["plot", str(tmp_path), *out], f"{tmp_path}: not a run folder"),
         "no epoch": (["plot", str(empty_log), *out], f"{empty_log / 'log.jsonl'}: no epoch recorded yet"),
-        "not json": (["plot", str(not_json), *out], f"{not_json}: not a JSON file"),
+        "not json": (["plot", str(not_json), *out], f"{not_json}: not valid JSON"),
         "no per-relation rows": (["plot", str(no_rows), *out], f"{no_rows}: no per-relation metrics"),
         "record without loss": (["plot", str(no_loss), *out], f"{no_loss / 'log.jsonl'}, line 1: an epoch record"),
         "bad row": (["plot", str(bad_row), *out], f"{bad_row}: per-relation row 1 is no relation's metrics"),
@@ -220,6 +220,27 @@ def test_without_matplotlib_the_command_says_how_to_install_it(trained_runs, tmp
     assert (
         err == "torch-wge plot: error: plot needs matplotlib, which is not installed: pip install 'torch_wge[plot]'\n"
     )
+
+
+def test_the_legend_names_the_model_settings_in_which_runs_differ(tmp_path):
+    from torch_wge.training import TrainConfig
+
+    records = [{"event": "epoch", "epoch": 1, "loss": 0.9, "wall_seconds": 30.0}]
+    settings = [
+        {"hidden_channels": 8, "alpha0": 0.3, "beta": 0.4, "num_layers": 1},  # a tune trial's
+        {"hidden_channels": 64, "alpha0": 0.9, "beta": 0.2, "num_layers": 2, "seed": 1},  # the defaults
+    ]
+    runs = []
+    for number, drawn in enumerate(settings):
+        folder = write_run(tmp_path / str(number), records)
+        config = TrainConfig(dataset="codex-s", recipe="fast", **drawn).to_dict()
+        (folder / "config.json").write_text(json.dumps(config))
+        runs.append(read_run(folder))
+    figure = curves_figure(runs)
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == [
+        f"{tmp_path / '0'}: codex-s, WGE, fast recipe, hidden channels 8, num layers 1, alpha0 0.3, beta 0.4, seed 0",
+        f"{tmp_path / '1'}: codex-s, WGE, fast recipe, hidden channels 64, num layers 2, alpha0 0.9, beta 0.2, seed 1",
+    ]
 
 
 def test_run_label_names_the_settings_changed_from_the_recipe():

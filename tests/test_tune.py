@@ -606,3 +606,156 @@ def test_the_median_pruner_judges_only_the_last_quarter_of_the_epochs():
     assert not poor.should_prune()
     poor.report(0.1, 380)  # below it in the last quarter: pruned
     assert poor.should_prune()
+
+
+def untrained(monkeypatch, values: dict):
+    """Trials valued without training: each its settings' value in ``values`` (a fixed number
+    for settings first seen), so that a study of many trials takes no time."""
+    from torch_wge.tune.study import Worker
+
+    def validation_mrr(self, trial, config, folder, training, first):
+        return values.setdefault(tuple(sorted(trial.params.items())), 0.1 + 0.01 * len(values))
+
+    monkeypatch.setattr(Worker, "validation_mrr", validation_mrr)
+
+
+THREE_CATEGORICAL = {
+    "num_layers": {"type": "categorical", "choices": [1, 2, 3]},
+    "alpha0": {"type": "categorical", "choices": [0.3, 0.6, 0.9]},
+    "beta": {"type": "categorical", "choices": [0.2, 0.4]},
+}
+
+
+def test_eight_trials_of_three_categorical_settings_draw_eight_points(kg_folder, tmp_path, monkeypatch):
+    untrained(monkeypatch, {})
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, THREE_CATEGORICAL, "--trials", "8")) == 0
+    drawn = [tuple(t.params.values()) for t in load(tmp_path / "out").get_trials()]
+    assert len(drawn) == 8 and len(set(drawn)) >= 6
+
+
+def test_the_trials_draw_what_the_studys_sampler_draws(kg_folder, tmp_path, monkeypatch, capsys):
+    # not a grid (lr is a float): every trial is drawn by the sampler, seeded once per worker, not
+    # per trial (reseeding by the trial's number drew batch_size 4096 and epochs 500 in trials 0-2)
+    from torch_wge.tune.space import suggest
+    from torch_wge.tune.study import worker_seed
+
+    space = {**THREE_CATEGORICAL, "lr": {"type": "float", "low": 1e-3, "high": 5e-2, "log": True}}
+    untrained(monkeypatch, {})
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, space, "--trials", "8")) == 0
+    drawn = [t.params for t in load(tmp_path / "out").get_trials()]
+    reference = optuna.create_study(
+        direction="maximize", sampler=optuna.samplers.TPESampler(seed=worker_seed(0, 0), constant_liar=True)
+    )
+    expected = []
+    reference.optimize(lambda trial: expected.append(suggest(trial, space)) or 0.5, n_trials=8)
+    assert drawn == expected
+    assert len({(p["num_layers"], p["alpha0"], p["beta"]) for p in drawn}) >= 6
+    # the same command again is the study's next worker: it draws anew, no repeat of the first eight
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, space, "--trials", "12")) == 0
+    lrs = [t.params["lr"] for t in load(tmp_path / "out").get_trials()]
+    assert len(lrs) == 12 and len(set(lrs)) == 12
+
+
+def test_settings_of_the_config_file_are_taken_out_of_the_default_space(kg_folder, tmp_path, monkeypatch, capsys):
+    untrained(monkeypatch, {})
+    argv = tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, "--trials", "3")
+    del argv[argv.index("--space") : argv.index("--space") + 2]  # the default space, which draws epochs too
+    assert main(argv) == 0
+    trials = load(tmp_path / "out").get_trials()
+    assert all(t.user_attrs["config"]["epochs"] == 2 and t.user_attrs["config"]["batch_size"] == 64 for t in trials)
+    assert all("epochs" not in t.params and "batch_size" not in t.params and "lr" in t.params for t in trials)
+    said = [line for line in capsys.readouterr().err.splitlines() if "not searched" in line]
+    assert said == [
+        f"torch-wge tune: not searched, shared by every trial: batch_size (--config {tmp_path / 'base.json'}), "
+        f"epochs (--config {tmp_path / 'base.json'})"
+    ]
+
+
+def test_a_setting_both_shared_and_searched_is_refused(kg_folder, tmp_path, capsys):
+    space = {**SPACE, "epochs": {"type": "categorical", "choices": [2, 4]}}
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, space, "--trials", "1")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"--space {tmp_path / 'space.json'}: searches settings every trial shares, epochs (--config" in err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="epochs: in both the shared settings and the search space"):
+        tune({"dataset": str(kg_folder), "epochs": 2}, space, tmp_path / "out", trials=1)
+
+
+def test_no_progress_bars_when_the_output_is_no_terminal(kg_folder, tmp_path, capsys, one_torch_thread):
+    argv = tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, "--trials", "1")
+    argv.remove("--no-progress")
+    assert main(argv) == 0
+    err = capsys.readouterr().err  # captured: no terminal
+    assert "\r" not in err and "epochs:" not in err and "it/s" not in err and "epoch/s" not in err, err
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("[]", "holds no validation MRR in [0, 1]"),
+        ('{"valid": 1}', "holds no validation MRR in [0, 1]"),
+        ('{"valid": {"metrics": {"both": {"mrr": NaN}}}}', "holds no validation MRR in [0, 1]"),
+        ("", "not valid JSON"),
+        ("[" * 100_000, "nested deeper than 32 levels"),
+    ],
+)
+def test_a_damaged_results_file_of_a_finished_seed_is_one_line_naming_it(content, message, tmp_path):
+    from torch_wge.training import TrainConfig
+    from torch_wge.tune.study import Worker
+
+    folder = tmp_path / "trials" / "0" / "seed-0"
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(content)
+    worker = Worker({"dataset": "codex-s"}, SPACE, tmp_path, seeds=2)
+    with pytest.raises(ValueError) as refused:
+        worker.validation_mrr(None, TrainConfig(), folder, (None, ""), first=True)
+    assert str(refused.value).startswith(f"{folder / 'results.json'}: ") and message in str(refused.value)
+    assert str(refused.value).endswith("remove it to train the run again")
+
+
+@pytest.mark.parametrize(
+    "option, content, message",
+    [
+        ("--space", None, "not a regular file"),
+        ("--enqueue", None, "not a regular file"),
+        ("--config", None, "not a regular file"),
+        ("--space", '{"lr": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 32 levels"),
+    ],
+)
+def test_a_fifo_or_deep_tune_file_is_one_line_naming_it(option, content, message, kg_folder, tmp_path, capsys):
+    argv = tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, "--trials", "1")
+    path = tmp_path / "file.json"
+    if content is None:
+        os.mkfifo(path)  # read, it would block until a writer came
+    else:
+        path.write_text(content)
+    if option == "--enqueue":
+        argv += [option, str(path)]
+    else:
+        argv[argv.index(option) + 1] = str(path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and message in err, err
+
+
+def test_an_empty_study_name_is_refused(kg_folder, tmp_path, capsys):
+    assert main(tune_argv(kg_folder, tmp_path, tmp_path / "out", 2, SPACE, "--trials", "1", "--study", "")) == 2
+    assert capsys.readouterr().err == "torch-wge tune: error: --study: empty study name\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--study", "wge", "--storage", "bogus://x"], "--storage bogus://x: cannot open the database"),
+        (["--study", "", "--storage", "sqlite:///x.db"], "--study: empty study name"),
+        (["{tmp}"], 'study.json: expected {"study": NAME, "storage": URL}'),
+    ],
+)
+def test_plot_of_a_study_that_cannot_be_opened_is_one_line(argv, message, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    (tmp_path / "study.json").write_text(json.dumps({"study": "", "storage": "sqlite:///x.db"}))
+    assert main(["plot", *(arg.format(tmp=tmp_path) for arg in argv), "--out", str(tmp_path / "p.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("torch-wge plot: error: ") and message in err, err

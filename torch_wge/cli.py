@@ -10,13 +10,15 @@ the option or file and exits with 2; ``--debug`` shows the traceback instead.
 
 import argparse
 import dataclasses
+import difflib
 import json
 import os
+import re
 import sys
 import typing
 import warnings
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from torch_wge import __version__
 from torch_wge.training.config import CHOICES, RECIPES, TrainConfig, setting_help
@@ -37,22 +39,72 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: The longest error line printed; a longer message is cut (a value quoted in it may be long).
+MAX_LINE = 1000
+
+
 def one_line(error: BaseException) -> str:
-    """The message of ``error`` on one line, naming the file of an I/O error."""
+    """The message of ``error`` on one line, naming the file of an I/O error,
+    cut to :data:`MAX_LINE` characters."""
     if isinstance(error, OSError) and error.filename is not None:
-        return f"{error.filename}: {error.strerror}"
-    if isinstance(error, KeyError) and error.args:
-        return str(error.args[0])
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+        text = f"{error.filename}: {error.strerror}"
+    elif isinstance(error, KeyError) and error.args:
+        text = str(error.args[0])
+    else:
+        lines = str(error).strip().splitlines()
+        text = lines[0] if lines else type(error).__name__
+    return text if len(text) <= MAX_LINE else text[: MAX_LINE - 3] + "..."
+
+
+#: Characters a terminal acts on rather than shows: C0 and C1 controls (ESC, BEL, carriage
+#: return, ...), DEL, line and paragraph separators and the bidirectional overrides.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    r"""``str(text)`` with the characters a terminal would act on escaped as
+    Python writes them (``\x1b``, ``\r``, ``\u202e``): what the commands print
+    of labels, identifiers and messages, so that a label cannot retitle or
+    clear the terminal or overwrite lines.
+
+    Example:
+        >>> printable("Q1\x1b]0;owned\x07\r")
+        'Q1\\x1b]0;owned\\x07\\r'
+    """
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), str(text))
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
-    import torch
-
-    return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or (
-        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    torch = sys.modules.get("torch")  # an error raised before torch is loaded is no torch error
+    return isinstance(error, MemoryError) or (
+        torch is not None
+        and (
+            isinstance(error, torch.OutOfMemoryError)
+            or (isinstance(error, RuntimeError) and "can't allocate memory" in str(error))
+        )
     )
+
+
+def _expected_errors() -> Tuple[type, ...]:
+    """The errors a command reports as one line; the package's own need torch, and are no
+    candidates before it is loaded (a bad value answered at once imports none of them)."""
+    builtin: Tuple[type, ...] = (CliError, ValueError, KeyError, OSError)
+    if "torch" not in sys.modules:
+        return builtin
+    from torch_wge.datasets import DownloadError
+    from torch_wge.training import CheckpointError
+    from torch_wge.training.run_folder import RunFolderBusy
+    from torch_wge.training.trainer import TrainingError
+
+    return builtin + (CheckpointError, DownloadError, RunFolderBusy, TrainingError)
+
+
+def _is_collective_failure(error: BaseException) -> bool:
+    if "torch" not in sys.modules:
+        return False
+    from torch_wge.distributed import is_collective_failure
+
+    return is_collective_failure(error)
 
 
 #: What continues a command stopped by Ctrl-C (or SIGINT), said in the line it prints.
@@ -67,36 +119,37 @@ def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False,
     expected failure as one line (re-raised with ``debug``), or 130 on Ctrl-C,
     after a line that says so and, given ``continued_by``, what continues it.
     Shared by the command line and the examples."""
-    from torch_wge.datasets import DownloadError
-    from torch_wge.training import CheckpointError
-    from torch_wge.training.distributed import is_collective_failure
-    from torch_wge.training.run_folder import RunFolderBusy, RunFolderHoldsRun
-    from torch_wge.training.trainer import TrainingError
+    from torch_wge.training.run_folder import RunFolderHoldsRun  # no torch
 
-    expected = (CliError, CheckpointError, DownloadError, RunFolderBusy, TrainingError, ValueError, KeyError, OSError)
     try:
         fn()
     except KeyboardInterrupt:
         print(f"{name}: interrupted" + (f" ({continued_by})" if continued_by else ""), file=sys.stderr)
         return 130
     except Exception as error:
-        lost_peer = is_collective_failure(error)
-        if debug or not (isinstance(error, expected) or _is_out_of_memory(error) or lost_peer):
+        lost_peer = _is_collective_failure(error)
+        if debug or not (isinstance(error, _expected_errors()) or _is_out_of_memory(error) or lost_peer):
             raise
         message = one_line(error)
-        if isinstance(error, RunFolderHoldsRun):  # the Python wording names fit(resume=True)
-            how = (
-                "add --resume to continue it, --overwrite to replace it"
-                if error.resumable
-                else "add --overwrite to replace it"
-            )
-            message = f"{error.folder} already holds a run; {how}, or choose another --out"
+        if isinstance(error, RunFolderHoldsRun):  # the Python wording names fit()
+            if error.files:
+                message = (
+                    f"{error.folder} holds {' and '.join(error.files)} of no torch_wge run; add --overwrite to "
+                    f"replace them, or choose another --out"
+                )
+            else:
+                how = (
+                    "add --resume to continue it, --overwrite to replace it"
+                    if error.resumable
+                    else "add --overwrite to replace it"
+                )
+                message = f"{error.folder} already holds a run; {how}, or choose another --out"
         if _is_out_of_memory(error):
             message = f"out of memory ({message}); try a smaller --hidden-channels, --batch-size or --eval-batch-size"
         elif lost_peer:
             message = f"another process of the run ended (see its own message); stopped: {message[:160]}"
         rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
-        print(f"{name}: error{rank}: {message}", file=sys.stderr)
+        print(f"{name}: error{rank}: {printable(message)}", file=sys.stderr)
         return 2
     return 0
 
@@ -124,19 +177,6 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, type=kind, default=argparse.SUPPRESS, choices=choices, help=help_text)
 
 
-def read_saved_config(path: Path) -> dict:
-    """The settings a run folder's ``config.json`` holds, each of its type
-    (see :func:`torch_wge.training.validation.settings`)."""
-    from torch_wge import io
-    from torch_wge.training import validation
-
-    try:
-        values = json.loads(io.read_bytes(path))
-    except (OSError, ValueError) as error:
-        raise CliError(f"{path}: unreadable run settings ({error})") from None
-    return validation.settings(values, path).to_dict()
-
-
 def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> TrainConfig:
     """The run's settings: the options given on the command line, over the
     settings file of ``--config`` (if given), over ``saved`` (the
@@ -154,14 +194,30 @@ def config_from_args(args: argparse.Namespace, saved: Optional[dict] = None) -> 
 class OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors are one line (no usage block) and exit code 2."""
 
+    #: The sub-commands' parsers, by name (of the top-level parser).
+    commands: typing.Mapping[str, argparse.ArgumentParser] = {}
+
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, f"{self.prog}: error: {printable(message)} (see --help)\n")
+
+    def parse_command_line(self, argv: Optional[List[str]] = None) -> argparse.Namespace:
+        """The parsed arguments; an option a sub-command does not know is that sub-command's error
+        (``torch-wge train: error: ...``), with the closest option it has."""
+        args, unknown = self.parse_known_args(argv)
+        if unknown:
+            command = self.commands[args.command]
+            options = [flag for action in command._actions for flag in action.option_strings]
+            close = difflib.get_close_matches(unknown[0].split("=")[0], options, n=1)
+            hint = f" (did you mean {close[0]}?)" if close and unknown[0].startswith("-") else ""
+            command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+        return args
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="torch-wge", description="WGE knowledge graph completion")
     parser.add_argument("--version", action="version", version=f"torch-wge {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    parser.commands = commands.choices
 
     train = commands.add_parser("train", help="train a model and evaluate its best checkpoint")
     add_config_arguments(train)
@@ -187,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(train)
 
     evaluate = commands.add_parser("evaluate", help="filtered ranking metrics of a checkpoint")
-    evaluate.add_argument("checkpoint", help="best.pt or last.pt of a training run")
+    evaluate.add_argument("checkpoint", metavar="RUN", help=RUN_HELP)
     evaluate.add_argument("--split", choices=["valid", "test"], default="test", help="split to rank (default: test)")
     evaluate.add_argument("--per-relation", action="store_true", help="also print the per-relation, per-side table")
     evaluate.add_argument(
@@ -199,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(evaluate)
 
     predict = commands.add_parser("predict", help="top-k answers of a (head, relation, ?) or (?, relation, tail) query")
-    predict.add_argument("checkpoint", help="best.pt or last.pt of a training run")
+    predict.add_argument("checkpoint", metavar="RUN", help=RUN_HELP)
     side = predict.add_mutually_exclusive_group(required=True)
     side.add_argument("--head", help="identifier or label of the head entity: predict tails")
     side.add_argument("--tail", help="identifier or label of the tail entity: predict heads")
@@ -244,6 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--debug", action="store_true", help="show the traceback of an error")
     plot.set_defaults(threads=None)
     return parser
+
+
+#: The help of the RUN argument of evaluate, predict and export.
+RUN_HELP = "a run folder (its best.pt) or a checkpoint file (best.pt or last.pt of a run)"
 
 
 def add_tune_parser(commands) -> None:
@@ -323,7 +383,7 @@ def add_export_parser(commands) -> None:
     export = commands.add_parser(
         "export", help="entity and relation representations of a run's best checkpoint, with TSV files for projectors"
     )
-    export.add_argument("run", metavar="RUN", help="a run folder (its best.pt) or a checkpoint file")
+    export.add_argument("run", metavar="RUN", help=RUN_HELP)
     export.add_argument("--out", default=None, help="folder to write (default: RUN/embeddings)")
     export.add_argument(
         "--all-layers",
@@ -367,13 +427,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 
 # ---------------------------------------------------------------- commands
-def run_train(args) -> None:
-    import torch
-
-    from torch_wge.training import Trainer, load_data
-    from torch_wge.training.checkpoint import vocabulary_digest
-    from torch_wge.training.distributed import DistributedContext
-    from torch_wge.training.settings_file import read_settings_file
+def train_settings(args) -> Tuple[TrainConfig, Path]:
+    """The settings and run folder of ``train``, checked without torch (so that a bad value
+    is answered at once): the options over ``--config`` over a resumed run's ``config.json``."""
+    from torch_wge.training.settings_file import read_settings_file, read_stored_settings
 
     if args.out == "":
         raise CliError("--out: empty folder name (leave the option out for the default folder)")
@@ -382,11 +439,21 @@ def run_train(args) -> None:
     from_file = read_settings_file(args.config) if args.config else {}  # its dataset names the default --out
     dataset = getattr(args, "dataset", from_file.get("dataset", TrainConfig.dataset))
     out = Path(args.out or Path("runs") / Path(dataset).name)
-    trackers = train_trackers(args.tensorboard, out)
     saved = None
-    if args.resume and (out / "config.json").is_file():  # the run's own settings, unless given again
-        saved = read_saved_config(out / "config.json")
-    config = config_from_args(args, saved)
+    if args.resume and (out / "config.json").exists():  # the run's own settings, unless given again
+        saved = read_stored_settings(out / "config.json").to_dict()
+    return config_from_args(args, saved), out
+
+
+def run_train(args) -> None:
+    import torch
+
+    from torch_wge.distributed import DistributedContext
+    from torch_wge.training import Trainer, load_data
+    from torch_wge.training.checkpoint import vocabulary_digest
+
+    config, out = train_settings(args)
+    trackers = train_trackers(args.tensorboard, out)
     # under torchrun: join the process group first, so that one process
     # downloads and processes the dataset before the others read it
     context = DistributedContext.from_environment(config.device, args.backend)
@@ -454,16 +521,33 @@ def print_final(result: dict, out: Path) -> None:
     )
 
 
-def run_evaluate(args) -> None:
-    from torch_wge import io
-    from torch_wge.training import evaluate_checkpoint
+def checkpoint_file(run: str) -> Path:
+    """The checkpoint of the RUN argument: a run folder's ``best.pt``, or the file itself
+    (:func:`torch_wge.training.run_folder.checkpoint_file`, no torch)."""
+    from torch_wge.training import run_folder
 
+    return run_folder.checkpoint_file(run)
+
+
+def check_evaluate(args) -> None:
+    """The checks of ``evaluate``'s arguments that need no torch."""
+    from torch_wge import io
+
+    checkpoint_file(args.checkpoint)
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
         raise CliError(f"--json {args.json}: is a directory or lies in a folder that does not exist")
     if args.json:
         io.writable_destination(args.json)  # a device or FIFO is refused before the evaluation
+
+
+def run_evaluate(args) -> None:
+    from torch_wge import io
+    from torch_wge.training import evaluate_checkpoint
+
+    check_evaluate(args)
+    checkpoint = checkpoint_file(args.checkpoint)
     results, dataset = evaluate_checkpoint(
-        args.checkpoint,
+        checkpoint,
         args.split,
         root=args.root,
         device=args.device,
@@ -475,12 +559,22 @@ def run_evaluate(args) -> None:
     if note:
         print(note, file=sys.stderr)
     labelled = dataset.labelled_relation_names
-    print(results.format(per_relation=args.per_relation, relation_names=labelled))
+    print(results.format(per_relation=args.per_relation, relation_names=[printable(name) for name in labelled]))
     if args.json:
         io.write_json(
             args.json,
-            {"checkpoint": str(args.checkpoint), "split": args.split, "relation_names": labelled, **results.to_dict()},
+            {"checkpoint": str(checkpoint), "split": args.split, "relation_names": labelled, **results.to_dict()},
         )
+
+
+def score_meaning(objective: str) -> str:
+    """What ``predict``'s score (the model's logit) means under the run's training ``objective``."""
+    if objective == "bce":
+        return "the run's objective is bce: sigmoid(score) is the model's probability that the triple holds"
+    return (
+        f"the run's objective is {objective}: scores rank one query's answers against each other; "
+        f"a softmax over all entities' scores gives their probabilities"
+    )
 
 
 def run_predict(args) -> None:
@@ -488,7 +582,7 @@ def run_predict(args) -> None:
 
     query_entity = args.head if args.head is not None else args.tail
     query, rows = predict_query(
-        args.checkpoint,
+        checkpoint_file(args.checkpoint),
         query_entity,
         args.relation,
         predict_tails=args.head is not None,
@@ -505,17 +599,18 @@ def run_predict(args) -> None:
     triple = f"({entity}, {relation}, ?)" if args.head is not None else f"(?, {relation}, {entity})"
     print(
         f"top {len(rows)} {wanted}s of {triple} by score, the model's logit for the triple "
-        f"(under the bce objective sigmoid(score) is its probability):"
+        f"({score_meaning(query['objective'])}):"
     )
     for rank, row in enumerate(rows, 1):
-        label = f"  {row['label']}" if row["label"] else ""
+        label = f"  {printable(row['label'])}" if row["label"] else ""
         known = "  [known]" if row["known"] else ""
-        print(f"{rank:3d}. {row['entity']:<20} {row['score']:9.4f}{label}{known}")
+        print(f"{rank:3d}. {printable(row['entity']):<20} {row['score']:9.4f}{label}{known}")
 
 
 def labelled(name, label: Optional[str]) -> str:
-    """An identifier with its label, ``Q42 "Douglas Adams"``, or alone when it has none."""
-    return f'{name} "{label}"' if label else str(name)
+    """An identifier with its label, ``Q42 "Douglas Adams"``, or alone when it has none (control
+    characters escaped, see :func:`printable`)."""
+    return printable(f'{name} "{label}"' if label else name)
 
 
 def run_export(args) -> None:
@@ -551,30 +646,53 @@ def run_stats(args) -> None:
             print(f"  {key:<{width}}  {value:,}" if isinstance(value, int) else f"  {key:<{width}}  {value}")
 
 
-def run_tune(args) -> None:
+def tune_settings(args) -> Dict:
+    """The settings every trial of ``tune`` shares (``--config`` and the options), checked without
+    torch, and the checks of the other options."""
     try:
         import optuna  # noqa: F401
     except ImportError:
         raise CliError("tune needs optuna, which is not installed: pip install 'torch_wge[tune]'") from None
-    from torch_wge.training.settings_file import read_mapping, read_settings_file
-    from torch_wge.tune import DEFAULT_SPACE, check_space, fixed_params, run_folder, tune
+    from torch_wge.training.settings_file import read_settings_file
 
     if args.trials is None and args.time_limit is None:
         raise CliError("tune: give --trials N, --time-limit MINUTES or both")
     if args.time_limit is not None and not args.time_limit > 0:
         raise CliError(f"--time-limit must be positive (minutes), got {args.time_limit}")
+    if not args.study.strip():
+        raise CliError("--study: empty study name")
     base = read_settings_file(args.config) if args.config else {}
     base.update({name: getattr(args, name) for name in ("dataset", "recipe", "root", "device", "seed") if name in args})
-    base.setdefault("seed", 0)
     TrainConfig.from_dict(base).validate()
+    return base
+
+
+def run_tune(args) -> None:
+    from torch_wge.training.settings_file import read_mapping
+    from torch_wge.tune import DEFAULT_SPACE, check_space, fixed_params, run_folder, tune
+
+    base = tune_settings(args)
     space = check_space(read_mapping(args.space), args.space) if args.space else DEFAULT_SPACE
+    fixed = [name for name in space if name in base]  # never searched: every trial shares them
+    given = ", ".join(f"{name} ({'--' + name if name in args else '--config ' + str(args.config)})" for name in fixed)
+    if fixed and args.space:
+        raise CliError(
+            f"--space {args.space}: searches settings every trial shares, {given}; a setting is shared or "
+            f"searched, not both: leave it out of one of them"
+        )
+    if fixed:
+        space = {name: spec for name, spec in space.items() if name not in fixed}
+        if not space:
+            raise CliError(f"tune: every setting of the default search space is fixed ({given}); nothing to search")
+        print(f"torch-wge tune: not searched, shared by every trial: {given}", file=sys.stderr)
     enqueue = [fixed_params(read_mapping(path), space, path) for path in args.enqueue]
     out = Path(args.out or Path("runs") / f"tune-{Path(base.get('dataset', TrainConfig.dataset)).name}")
+    seed = base.pop("seed", 0)
     busy = busy_cores_notice() if args.threads is None and not args.no_progress else None
     if busy:
         print(f"torch-wge: {busy}", file=sys.stderr)
     study = tune(
-        base,
+        {**base, "seed": seed},
         space,
         out,
         trials=args.trials,
@@ -582,15 +700,15 @@ def run_tune(args) -> None:
         study_name=args.study,
         storage=args.storage,
         pruner=args.pruner,
-        seed=base["seed"],
+        seed=seed,
         heartbeat=args.heartbeat,
-        progress=not args.no_progress,
+        progress=not args.no_progress and sys.stderr.isatty(),  # no progress bars in a log file
         enqueue=enqueue,
         seeds=args.seeds,
     )
     if (out / "best.json").is_file():
         print(f"best settings in {out / 'best.json'} (torch-wge train --config {out / 'best.json'})")
-        best = run_folder(out / "trials" / str(study.best_trial.number), base["seed"], args.seeds) / "best.pt"
+        best = run_folder(out / "trials" / str(study.best_trial.number), seed, args.seeds) / "best.pt"
         print(
             f"trials rank validation only; when the search is over, rank the best on test once: torch-wge evaluate {best}"
         )
@@ -604,7 +722,7 @@ def run_plot(args) -> None:
     from torch_wge import plot
 
     paths = [Path(p) for p in args.inputs]
-    if args.study or args.storage or (len(paths) == 1 and (paths[0] / "study.json").is_file()):
+    if args.study is not None or args.storage is not None or (len(paths) == 1 and (paths[0] / "study.json").exists()):
         plot_study(args, paths)
         return
     if not paths:
@@ -631,8 +749,10 @@ def plot_study(args, paths: List[Path]) -> None:
     from torch_wge import plot
     from torch_wge.tune import load_study, read_study_file
 
-    if paths and (args.study or args.storage):
+    if paths and (args.study is not None or args.storage is not None):
         raise CliError("plot: give a tune folder or --study and --storage, not both")
+    if args.study is not None and not args.study.strip():
+        raise CliError("--study: empty study name")
     named = read_study_file(paths[0]) if paths else {"study": args.study, "storage": args.storage}
     if not (named["study"] and named["storage"]):
         raise CliError("plot: --study and --storage go together")
@@ -642,6 +762,16 @@ def plot_study(args, paths: List[Path]) -> None:
         plot.save_figure(figure, path)
         print(f"figure in {path}")
 
+
+#: The checks of each command's arguments that need no torch, run before it is loaded: a bad
+#: value or a missing file is answered at once.
+CHECKS: Dict[str, Callable[[argparse.Namespace], object]] = {
+    "tune": tune_settings,
+    "train": train_settings,
+    "evaluate": check_evaluate,
+    "predict": lambda args: checkpoint_file(args.checkpoint),
+    "export": lambda args: checkpoint_file(args.run),
+}
 
 COMMANDS = {
     "tune": run_tune,
@@ -655,15 +785,13 @@ COMMANDS = {
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)  # --help ends here, before torch is imported
+    args = build_parser().parse_command_line(argv)  # --help ends here, before torch is imported
 
     def run() -> None:
-        from torch_wge.training.allocator import keep_freed_memory
+        CHECKS.get(args.command, lambda args: None)(args)
         from torch_wge.training.threads import set_threads
 
         set_threads(args.threads)
-        if args.command in ("train", "tune"):
-            keep_freed_memory()
         COMMANDS[args.command](args)
 
     with warnings.catch_warnings():  # undone on return: main() may be called from Python

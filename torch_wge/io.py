@@ -11,6 +11,17 @@ to is replaced); one that is no regular file (a device such as
 Errors are :class:`OSError` naming the destination file (e.g. ``No space
 left on device: 'run/last.pt'``).
 
+**Reads are bounded.** Every JSON, JSON-lines or YAML file the package
+reads (settings, search spaces, a run's ``config.json`` and ``log.jsonl``,
+results, study files) goes through :func:`read_document`: a regular file
+only (a FIFO or a link to ``/dev/zero`` is refused without blocking), at
+most :data:`MAX_DOCUMENT_BYTES`, nested at most :data:`MAX_DEPTH` deep
+(checked before parsing, so no parser recursion runs out), YAML parsed
+safely and without aliases (an alias can expand a few hundred bytes into
+gigabytes). Its errors are :class:`UnreadableFileError` naming the file;
+values quoted in error messages go through :func:`short_repr`, which cuts
+before it formats.
+
 **Reads run no code.** :func:`torch_load` reads a file of :func:`torch_save`
 with ``weights_only=True`` only: tensors, numbers, strings, containers of
 them and the classes allowlisted with
@@ -30,12 +41,12 @@ import io
 import json
 import os
 import pickle
+import re
+import reprlib
 import stat
 import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, List, Optional, Union
-
-import torch
 
 #: Infix of every temporary file name (``.<name>.tmp-<random>``).
 TEMP_INFIX = ".tmp-"
@@ -110,13 +121,144 @@ def check_readable_folder(path: PathLike) -> None:
         raise PermissionError(errno.EACCES, "folder not readable (permission denied)", str(path))
 
 
-def read_bytes(path: PathLike) -> bytes:
-    """The content of the regular file ``path`` (see :func:`readable_file`)."""
+def read_bytes(path: PathLike, max_bytes: Optional[int] = None) -> bytes:
+    """The content of the regular file ``path`` (see :func:`readable_file`),
+    opened without blocking and checked again once open (a FIFO put there
+    in between is refused too).
+
+    Raises:
+        UnreadableFileError: naming ``path`` when it holds more than ``max_bytes``.
+        OSError: naming ``path`` (missing, unreadable, or no regular file).
+    """
     path = readable_file(path)
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise _naming(error, path) from error
+    with os.fdopen(fd, "rb") as f:
+        _refuse_non_regular(os.fstat(fd).st_mode, path, "read")
+        try:
+            content = f.read() if max_bytes is None else f.read(max_bytes + 1)
+        except OSError as error:
+            raise _naming(error, path) from error
+    if max_bytes is not None and len(content) > max_bytes:
+        raise UnreadableFileError(f"{path}: larger than {max_bytes:,} bytes; refused (not read)")
+    return content
+
+
+#: The largest JSON, JSON-lines or YAML file :func:`read_document` reads.
+MAX_DOCUMENT_BYTES = 64 * 2**20
+
+#: The deepest nesting of lists and objects :func:`read_document` accepts (the package's own
+#: files nest at most 5 deep).
+MAX_DEPTH = 32
+
+#: FORMATS of :func:`read_document`, and the file suffixes read as YAML by default.
+DOCUMENT_FORMATS = ("json", "json-lines", "yaml")
+YAML_SUFFIXES = (".yaml", ".yml")
+
+# a JSON string (escapes included) or a bracket: the brackets outside strings give the nesting
+_JSON_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[][{}]')
+
+
+def read_document(path: PathLike, format: Optional[str] = None) -> Any:
+    """The value of a JSON (``"json"``), JSON-lines (``"json-lines"``: a list of the values
+    of its complete lines; a last line without its newline, left by a killed append, is left
+    out) or YAML (``"yaml"``) file: by default YAML for a ``.yaml`` / ``.yml`` file, else JSON.
+    The one path by which the package reads such files (see the module's description).
+
+    Raises:
+        UnreadableFileError: naming ``path`` (and the line of a JSON-lines file) when it is too
+            large, not UTF-8, not valid, nested deeper than :data:`MAX_DEPTH`, or YAML with aliases.
+        OSError: naming ``path`` when it is missing, unreadable or no regular file.
+    """
+    path = Path(path)
+    if format is None:
+        format = "yaml" if path.suffix.lower() in YAML_SUFFIXES else "json"
+    if format not in DOCUMENT_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(DOCUMENT_FORMATS)}, got {short_repr(format)}")
+    content = read_bytes(path, MAX_DOCUMENT_BYTES)
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UnreadableFileError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    if format == "yaml":
+        return _parse_yaml(text, path)
+    if format == "json":
+        return _parse_json(text, str(path))
+    lines = text.split("\n")[:-1]  # the text after the last newline is empty or torn
+    return [_parse_json(line, f"{path}, line {number}") for number, line in enumerate(lines, 1)]
+
+
+def _parse_json(text: str, where: str) -> Any:
+    depth = 0
+    for token in _JSON_NESTING.finditer(text):
+        bracket = token.group()
+        if bracket in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise UnreadableFileError(f"{where}: nested deeper than {MAX_DEPTH} levels; refused")
+        elif bracket in "]}":
+            depth -= 1
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UnreadableFileError(
+            f"{where}: not valid JSON ({error.msg}: line {error.lineno} column {error.colno})"
+        ) from None
+    except ValueError as error:  # an integer of more digits than Python converts
+        raise UnreadableFileError(f"{where}: not valid JSON ({_first_line(error)[:120]})") from None
+
+
+def _parse_yaml(text: str, path: Path) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise UnreadableFileError(f"{path}: reading YAML needs PyYAML (pip install pyyaml), or write JSON") from None
+    try:
+        depth = 0  # the parser's events come without recursion; the composer recurses, so it runs after
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise UnreadableFileError(
+                    f"{path}: YAML aliases (*{short_repr(event.anchor)[1:-1]}) are refused (an alias can expand "
+                    f"a small file into gigabytes); write the value out"
+                )
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise UnreadableFileError(f"{path}: nested deeper than {MAX_DEPTH} levels; refused")
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+        return yaml.load(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as error:
+        raise UnreadableFileError(f"{path}: not valid YAML ({' '.join(str(error).split())[:160]})") from None
+    except ValueError as error:  # a scalar its constructor cannot convert (an integer of 5,000 digits)
+        if isinstance(error, UnreadableFileError):
+            raise
+        raise UnreadableFileError(f"{path}: not valid YAML ({_first_line(error)[:160]})") from None
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 60, 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to at most ``limit`` characters, never formatting more of it than it
+    shows (a long string or list, a deep nesting or a huge integer cost nothing).
+
+    Example:
+        >>> short_repr(list(range(10**6)))
+        '[0, 1, 2, 3, 4, 5, ...]'
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        text = f"<an integer of {value.bit_length()} bits>"
+    else:
+        try:
+            text = _SHORT.repr(value)
+        except Exception:  # a repr that fails
+            text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @contextlib.contextmanager
@@ -165,6 +307,8 @@ def torch_save(obj: Any, path: PathLike) -> None:
     """:func:`torch.save` of ``obj`` to ``path``, atomically. The object is
     serialised in memory first, so a failing disk raises a plain
     :class:`OSError` naming ``path``."""
+    import torch  # here: reading settings files needs no torch
+
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     write_bytes(path, buffer.getvalue())
@@ -180,6 +324,8 @@ def torch_load(path: PathLike, map_location: Any = None) -> Any:
             (refused: loading them could run code), or is damaged.
         OSError: a missing or unreadable file (naming it).
     """
+    import torch
+
     path = readable_file(path)
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
@@ -201,7 +347,7 @@ def torch_load(path: PathLike, map_location: Any = None) -> Any:
 def append_line(path: PathLike, line: str) -> None:
     """Appends ``line`` and a newline to ``path`` with one write, flushed to
     disk. A kill can at most leave the last line without its newline, which
-    readers of append-only logs drop (see :func:`read_lines`)."""
+    readers of append-only logs drop (see :func:`read_document`)."""
     path = writable_destination(path)
     try:
         with open(path, "ab") as f:
@@ -210,14 +356,6 @@ def append_line(path: PathLike, line: str) -> None:
             os.fsync(f.fileno())
     except OSError as error:
         raise _naming(error, path) from error
-
-
-def read_lines(path: PathLike) -> List[str]:
-    """The complete lines of an append-only file (a last line without its
-    newline, left by a killed append, is not among them)."""
-    text = read_bytes(path).decode("utf-8")
-    lines = text.split("\n")
-    return lines[:-1]  # the text after the last newline is empty or torn
 
 
 def remove_stale_temporaries(folder: PathLike) -> List[str]:

@@ -11,7 +11,6 @@ Example:
     >>> save_figure(curves_figure([run]), 'codex-s.png')  # doctest: +SKIP
 """
 
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -37,11 +36,14 @@ X_AXES = {
 
 @dataclass
 class Run:
-    """What :func:`read_run` reads from a run folder: its name for a legend and its log's records
-    (every record a curve reads holds numbers in the fields it reads)."""
+    """What :func:`read_run` reads from a run folder: its log's records (every record a curve
+    reads holds numbers in the fields it reads), its name for a legend (:obj:`None`: the folder
+    and its settings, see :func:`legend_labels`), the folder and its settings (``config.json``)."""
 
-    label: str
+    label: Optional[str]
     records: List[Dict[str, Any]]
+    folder: Optional[Path] = None
+    config: Optional[Dict[str, Any]] = None
 
     def points(self, curve: str, x_axis: str):
         """The ``(x, y)`` values of ``curve`` (:data:`CURVES`) against ``x_axis`` (:data:`X_AXES`),
@@ -66,28 +68,63 @@ def _short(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def describe_run(config: Dict[str, Any]) -> str:
+#: Settings a run's description never lists: where it reads and computes, and those its head names.
+NOT_DESCRIBED = ("dataset", "recipe", "root", "device", "views", "conv")
+
+
+def describe_run(config: Dict[str, Any], others: Sequence[Dict[str, Any]] = ()) -> str:
     """A short description of a run's settings, e.g. ``"codex-s, WGE, paper recipe"``,
-    followed by the recipe's settings the run changed (``"fast recipe, epochs 30,
-    batch size 4096"``)."""
-    from torch_wge.training.config import RECIPES
+    followed by the settings the run changed from its recipe and the defaults (``"fast recipe,
+    epochs 30, batch size 4096, hidden channels 8, alpha0 0.3"``: the recipe's settings first, then
+    the model's and the others), and those in which it differs from any of ``others`` (the
+    settings of the runs it is drawn with)."""
+    from torch_wge.training.config import RECIPES, TrainConfig
 
     model = "QuatE" if config.get("num_layers") == 0 else "WGE"
     views = config.get("views", "two-view")
     if model == "WGE" and (views != "two-view" or config.get("conv", "quaternion") != "quaternion"):
         model = f"WGE ({views}, {config.get('conv', 'quaternion')})"
     recipe = config.get("recipe", "paper")
+    try:  # the settings of a run that changed nothing
+        reference = TrainConfig.from_dict({"dataset": config.get("dataset", "?"), "recipe": recipe}).to_dict()
+    except (TypeError, ValueError):  # an unknown recipe or setting: only the differences are listed
+        reference = {}
+    names = [*RECIPES.get(recipe, {}), *(name for name in reference if name not in RECIPES.get(recipe, {}))]
+    names += [name for other in others for name in other if name not in names]
     changed = [
-        f"{name.replace('_', ' ')} {_short(config[name])}"
-        for name, value in RECIPES.get(recipe, {}).items()
-        if config.get(name) is not None and config[name] != value
+        f"{name.replace('_', ' ')} {_short(config.get(name))}"
+        for name in dict.fromkeys(names)
+        if name not in NOT_DESCRIBED
+        and not (name == "num_layers" and model == "QuatE")
+        and (
+            (name in reference and config.get(name) != reference[name])
+            or any(other.get(name) != config.get(name) for other in others)
+        )
     ]
-    return ", ".join([config.get("dataset", "?"), model, f"{recipe} recipe", *changed])
+    return ", ".join([str(config.get("dataset", "?")), model, f"{recipe} recipe", *changed])
+
+
+def legend_labels(runs: Sequence[Run]) -> List[str]:
+    """The legend's label of each run: its own :attr:`Run.label`, or else its folder and
+    :func:`describe_run` of its settings, naming too the settings in which it differs from the
+    other runs (or the folder alone, without settings)."""
+    configs = [run.config for run in runs if run.config is not None]
+    labels = []
+    for run in runs:
+        if run.label is not None:
+            labels.append(run.label)
+        elif run.config is not None:
+            others = [config for config in configs if config is not run.config]
+            labels.append(f"{run.folder}: {describe_run(run.config, others)}")
+        else:
+            labels.append(str(run.folder))
+    return labels
 
 
 def read_run(folder: PathLike, label: Optional[str] = None) -> Run:
-    """The log of the run folder ``folder`` (its ``log.jsonl``; ``config.json``, when there,
-    describes it in the default label ``"<folder>: <dataset>, <model>, <recipe> recipe"``).
+    """The log of the run folder ``folder`` (its ``log.jsonl``) and its settings (its
+    ``config.json``, when there), which describe it in the default label
+    ``"<folder>: <dataset>, <model>, <recipe> recipe, <settings changed>"`` (see :func:`legend_labels`).
 
     Raises:
         ValueError: naming the folder or file when it is no run folder, or the file and line of
@@ -95,7 +132,7 @@ def read_run(folder: PathLike, label: Optional[str] = None) -> Run:
     """
     folder = Path(folder)
     log = folder / "log.jsonl"
-    if not folder.is_dir() or not log.is_file():
+    if not folder.is_dir() or not log.exists():
         raise ValueError(f"{folder}: not a run folder (no {log.name}: give the --out folder of a training run)")
     records = read_log(log)
     for number, record in enumerate(records, 1):
@@ -104,11 +141,9 @@ def read_run(folder: PathLike, label: Optional[str] = None) -> Run:
             raise ValueError(f"{log}, line {number}: an {record['event']} record without a number in {missing!r}")
     if not any(r.get("event") == "epoch" for r in records):
         raise ValueError(f"{log}: no epoch recorded yet")
-    if label is None:
-        config_path = folder / "config.json"
-        config = _read_json(config_path) if config_path.is_file() else None
-        label = f"{folder}: {describe_run(config)}" if isinstance(config, dict) else str(folder)
-    return Run(label, records)
+    config_path = folder / "config.json"
+    config = _read_json(config_path) if config_path.exists() else None
+    return Run(label, records, folder, config if isinstance(config, dict) else None)
 
 
 def read_relation_table(path: PathLike, label: Optional[str] = None) -> RelationTable:
@@ -130,7 +165,7 @@ def read_relation_table(path: PathLike, label: Optional[str] = None) -> Relation
         raise ValueError(f"{path}: 'relation_names' is not a list of names")
     for number, row in enumerate(rows, 1):
         if not _is_relation_row(row, len(names)):
-            raise ValueError(f"{path}: per-relation row {number} is no relation's metrics: {json.dumps(row)[:100]}")
+            raise ValueError(f"{path}: per-relation row {number} is no relation's metrics: {io.short_repr(row, 100)}")
     if label is None:
         label = f"{content['checkpoint']} ({content['split']})" if "checkpoint" in content else str(path)
     return RelationTable(label, list(names), rows)
@@ -164,10 +199,11 @@ def _is_relation_row(row: Any, num_relations: int) -> bool:
 
 
 def _read_json(path: Path) -> Any:
+    """The content of a JSON file (:func:`torch_wge.io.read_document`)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not a JSON file ({error})") from None
+        return io.read_document(path, "json")
+    except io.UnreadableFileError as error:
+        raise ValueError(str(error)) from None
 
 
 def curves_figure(runs: Sequence[Run], curves: Sequence[str] = ("loss", "mrr"), log_x: bool = False):
@@ -179,12 +215,13 @@ def curves_figure(runs: Sequence[Run], curves: Sequence[str] = ("loss", "mrr"), 
 
     fig = Figure(figsize=(11, 3.2 * len(curves) + 0.35 * len(runs) + 0.4), layout="constrained")
     axes = fig.subplots(len(curves), len(X_AXES), squeeze=False)
+    labels = legend_labels(runs)
     for row, curve in zip(axes, curves):
         for ax, x_axis in zip(row, X_AXES):
             for index, run in enumerate(runs):
                 x, y = run.points(curve, x_axis)
                 marker = "o" if len(x) == 1 else None
-                ax.plot(x, y, color=f"C{index % 10}", marker=marker, label=run.label)
+                ax.plot(x, y, color=f"C{index % 10}", marker=marker, label=labels[index])
             ax.set_xlabel(X_AXES[x_axis][2])
             ax.set_ylabel(CURVES[curve][2])
             ax.grid(alpha=0.3)

@@ -145,3 +145,58 @@ def test_only_public_hooks_of_pyg_are_overridden():
         if name.startswith("_") and not name.startswith("__") and hasattr(InMemoryDataset, name)
     ]
     assert private == []
+
+
+def forge_graph(edit):
+    def forge(data_path, vocab_path):
+        stored, slices, data_cls = torch.load(data_path, weights_only=False)
+        edit(stored)
+        torch.save((stored, slices, data_cls), data_path)
+
+    return forge
+
+
+def forge_vocabulary(edit):
+    def forge(data_path, vocab_path):
+        meta = torch.load(vocab_path, weights_only=False)
+        edit(meta)
+        torch.save(meta, vocab_path)
+
+    return forge
+
+
+def set_edge(stored, value):
+    stored["edge_index"][0, 0] = value
+
+
+@pytest.mark.parametrize(
+    "forge, named",
+    [
+        (forge_graph(lambda s: set_edge(s, 10**6)), "edge_index holds ids outside [0, 3): 0 to 1000000"),
+        (forge_graph(lambda s: set_edge(s, -1)), "edge_index holds ids outside [0, 3)"),
+        (forge_graph(lambda s: s["edge_type"].__setitem__(0, 7)), "edge_type holds ids outside [0, 2)"),
+        (forge_graph(lambda s: s.update(num_nodes="3")), "num_nodes and num_relations must be integers"),
+        (forge_graph(lambda s: s.update(train_mask=s["train_mask"][:1])), "train_mask must be a boolean vector"),
+        (forge_graph(lambda s: s.update(edge_index=s["edge_index"].float())), "edge_index must be a [2, n] tensor"),
+        (forge_vocabulary(lambda m: m.update(entity_names=5)), "entity_names must be a list of 3 strings"),
+        (forge_vocabulary(lambda m: m["entity_names"].pop()), "entity_names must be a list of 3 strings"),
+        (forge_vocabulary(lambda m: m.update(relation_labels=["x"])), "relation_labels must be None or a list of 2"),
+        (forge_vocabulary(lambda m: m.update(num_dropped={"x": -1})), "num_dropped must map reasons to counts"),
+    ],
+)
+def test_a_forged_cache_is_refused_in_one_warning_and_rebuilt(folder, forge, named):
+    first = TriplesFolder(str(folder), log=False)
+    forge(*first.processed_paths)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = TriplesFolder(str(folder), log=False)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and named in messages[0] and "processing the raw files again" in messages[0], messages
+    assert again.entity_names == ["a", "b", "c"] and torch.equal(again[0].edge_index, first[0].edge_index)
+
+
+def test_a_label_file_that_is_a_fifo_is_refused_not_skipped(folder):
+    os.mkfifo(folder / "entity_labels.txt")  # read, it would block until a writer came
+    with pytest.raises(OSError, match="not a regular file") as refused:
+        TriplesFolder(str(folder), log=False)
+    assert refused.value.filename == str(folder / "entity_labels.txt")

@@ -30,11 +30,32 @@ def test_open_refuses_what_it_must_and_leaves_the_folder_unlocked(tmp_path):
         open_run_folder(tmp_path / "file", resume=False)
 
 
-def test_a_new_run_removes_the_log_of_a_run_killed_before_its_first_checkpoint(tmp_path):
-    for name in ("log.jsonl", "notes.txt"):
-        (tmp_path / name).write_text("old")
+def test_a_new_run_removes_the_files_of_a_run_killed_before_its_first_checkpoint(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"dataset": "codex-s", "epochs": 3}))
+    (tmp_path / "notes.txt").write_text("mine")
+    RunLog(tmp_path / "log.jsonl").epoch(1, loss=1.0, lr=0.1, seconds=2.0, wall_seconds=2.0)
     open_run_folder(tmp_path, resume=False).release()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"log.jsonl": "my own notes\n", "config.json": '{"theme": "dark"}'},
+        {"log.jsonl": '{"event": "login", "user": "ann"}\n'},  # JSON lines, but no run's records
+        {"config.json": '{"dataset": "codex-s", "colour": "red"}'},
+        {"config.json": "[1, 2]"},
+    ],
+)
+def test_a_new_run_refuses_files_named_as_a_runs_that_no_run_wrote(tmp_path, files):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(RunFolderHoldsRun, match="of no torch_wge run; fit.overwrite=True. replaces them") as refused:
+        open_run_folder(tmp_path, resume=False)
+    assert refused.value.files == [name for name in ("log.jsonl", "config.json") if name in files]
+    assert {name: (tmp_path / name).read_text() for name in files} == files  # nothing was replaced
+    open_run_folder(tmp_path, resume=False, overwrite=True).release()
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("held", ["best.pt", "results.json", "last.pt"])

@@ -2,13 +2,12 @@
 
 import hashlib
 import itertools
-import json
 import os
 import os.path as osp
 import re
 import sys
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 import torch
@@ -16,7 +15,7 @@ from torch_geometric.data import Data, InMemoryDataset, download_url
 from torch_geometric.data.data import BaseData
 
 from torch_wge import io
-from torch_wge.transforms.views import STORAGE_VERSION
+from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED, STORAGE_VERSION
 
 SPLIT_FILES = ("train.txt", "valid.txt", "test.txt")
 #: The keys of a processed vocabulary file.
@@ -107,11 +106,11 @@ def read_label_file(path: str) -> Dict[str, str]:
 
 
 def read_label_json(path: str) -> Dict[str, str]:
-    r"""Reads CoDEx-style ``{"id": {"label": ...}, ...}`` label files."""
-    try:
-        content = json.loads(_read_text(path))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    r"""Reads CoDEx-style ``{"id": {"label": ...}, ...}`` label files (by
+    :func:`torch_wge.io.read_document`)."""
+    content = io.read_document(path, "json")
+    if not isinstance(content, dict):
+        raise ValueError(f"{path}: expected a JSON object of identifiers to labels")
     return {
         key: value["label"]
         for key, value in content.items()
@@ -328,7 +327,7 @@ class KnowledgeGraphDataset(InMemoryDataset):
         # Digest of the name and content of every raw file processing reads.
         names = [*SPLIT_FILES, *self.label_file_names]
         paths = [osp.join(self.raw_dir, name) for name in names]
-        listing = [f"{osp.basename(path)} {md5sum(path)}" for path in paths if osp.isfile(path)]
+        listing = [f"{osp.basename(path)} {md5sum(path)}" for path in paths if osp.exists(path)]  # a FIFO refused
         return hashlib.md5("\n".join(listing).encode()).hexdigest()[:12]
 
     # Download --------------------------------------------------------------
@@ -380,9 +379,11 @@ class KnowledgeGraphDataset(InMemoryDataset):
         return None, None
 
     def _optional_raw(self, *names: str) -> Optional[str]:
+        # the first of the files `names` in raw_dir; one that is there but no regular file (a
+        # FIFO, a folder) is returned too, so that reading it refuses it rather than skip it
         for name in names:
             path = osp.join(self.raw_dir, name)
-            if osp.isfile(path):
+            if osp.exists(path):
                 return path
         return None
 
@@ -440,15 +441,18 @@ class KnowledgeGraphDataset(InMemoryDataset):
             slices = None
         if not (isinstance(stored, dict) and isinstance(data_cls, type) and issubclass(data_cls, BaseData)):
             raise io.UnreadableFileError(f"{path} is not a processed graph (expected PyG's collated data)")
+        error = graph_error(stored) if slices is None else None  # a graph of this class (one graph, not sliced)
+        if error is not None:
+            raise io.UnreadableFileError(f"{path} is not a processed graph of a knowledge graph ({error})")
         self.data, self.slices = data_cls.from_dict(stored), slices
 
     def _load_processed(self) -> dict:
         self.load(self.processed_paths[0])
         path = self.processed_paths[1]
         meta = io.torch_load(path)
-        missing = [key for key in VOCABULARY_KEYS if not isinstance(meta, dict) or key not in meta]
-        if missing:
-            raise io.UnreadableFileError(f"{path} is not a processed vocabulary (no {', '.join(missing)})")
+        error = vocabulary_error(meta, self.num_entities, self.num_relations)
+        if error is not None:
+            raise io.UnreadableFileError(f"{path} is not the processed vocabulary of its graph ({error})")
         return meta
 
     def process(self) -> None:
@@ -546,6 +550,85 @@ class KnowledgeGraphDataset(InMemoryDataset):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+def _ids_error(name: str, value, rows: int, *bounds: int) -> Optional[str]:
+    # why `value` is not an integer tensor of `rows` rows (1: a vector) whose row i lies in [0, bounds[i])
+    shape_ok = isinstance(value, torch.Tensor) and value.dtype == torch.long
+    shape_ok = shape_ok and (value.dim() == 1 if rows == 1 else value.dim() == 2 and value.size(0) == rows)
+    if not shape_ok:
+        return f"{name} must be a {'vector' if rows == 1 else f'[{rows}, n] tensor'} of int64 ids"
+    for row, bound in zip(value.view(rows, -1), bounds):
+        if row.numel() and not (0 <= int(row.min()) and int(row.max()) < bound):
+            return f"{name} holds ids outside [0, {bound}): {int(row.min())} to {int(row.max())}"
+    return None
+
+
+def graph_error(stored: dict) -> Optional[str]:
+    r"""Why ``stored`` (the attributes of a processed graph, as stored) is no graph of
+    :class:`KnowledgeGraphDataset` with its views, or :obj:`None`: each count an integer, each id
+    within its count (entities, relations, relation nodes), each mask a boolean vector of the
+    edges. A cache edited or damaged so is not used (its ids would index out of range later)."""
+    num_nodes: Any = stored.get("num_nodes")
+    num_relations: Any = stored.get("num_relations")
+    if not (_count(num_nodes) and _count(num_relations)):
+        return "num_nodes and num_relations must be integers >= 0"
+    checks = [
+        _ids_error("edge_index", stored.get("edge_index"), 2, num_nodes, num_nodes),
+        _ids_error("edge_type", stored.get("edge_type"), 1, num_relations),
+    ]
+    if any(checks):
+        return next(error for error in checks if error)
+    edges = stored["edge_index"].size(1)
+    for mask in ("train_mask", "val_mask", "test_mask"):
+        value = stored.get(mask)
+        if not (isinstance(value, torch.Tensor) and value.dtype == torch.bool and value.shape == (edges,)):
+            return f"{mask} must be a boolean vector of the {edges} edges"
+    if stored["edge_type"].numel() != edges:
+        return f"edge_type must hold one relation per edge ({edges})"
+    relation_nodes = stored.get("num_relation_nodes", 2 * num_relations)
+    if not _count(relation_nodes):
+        return "num_relation_nodes must be an integer >= 0"
+    for view in (ENTITY_FOCUSED, RELATION_FOCUSED, LEVI):
+        pairs = (
+            [(view.edge_index, num_nodes, num_nodes)]
+            if view.entity_relation_index is None
+            else [
+                (view.entity_relation_index, num_nodes, relation_nodes),
+                (view.relation_relation_index, relation_nodes, relation_nodes),
+            ]
+        )
+        for name, *bounds in pairs:
+            if name is not None and stored.get(name) is not None:
+                error = _ids_error(name, stored[name], 2, *bounds)
+                if error is not None:
+                    return error
+    return None
+
+
+def vocabulary_error(meta, num_entities: int, num_relations: int) -> Optional[str]:
+    r"""Why ``meta`` (a processed vocabulary, as stored) is not that of a graph of
+    ``num_entities`` entities and ``num_relations`` relations, or :obj:`None`: names one string
+    per id, labels :obj:`None` or one string (or :obj:`None`) per id, ``num_dropped`` counts."""
+    missing = [key for key in VOCABULARY_KEYS if not isinstance(meta, dict) or key not in meta]
+    if missing:
+        return f"no {', '.join(missing)}"
+    for kind, count in (("entity", num_entities), ("relation", num_relations)):
+        names, labels = meta[f"{kind}_names"], meta[f"{kind}_labels"]
+        if not (isinstance(names, list) and len(names) == count and all(isinstance(n, str) for n in names)):
+            return f"{kind}_names must be a list of {count} strings, found {io.short_repr(names)}"
+        if labels is not None and not (
+            isinstance(labels, list) and len(labels) == count and all(x is None or isinstance(x, str) for x in labels)
+        ):
+            return f"{kind}_labels must be None or a list of {count} labels, found {io.short_repr(labels)}"
+    dropped = meta["num_dropped"]
+    if not (isinstance(dropped, dict) and all(isinstance(k, str) and _count(v) for k, v in dropped.items())):
+        return f"num_dropped must map reasons to counts, found {io.short_repr(dropped)}"
+    return None
 
 
 def _graph(parts: List[torch.Tensor], num_entities: int, num_relations: int) -> Data:

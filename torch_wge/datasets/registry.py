@@ -1,5 +1,7 @@
 """Datasets by name."""
 
+import difflib
+import errno
 import functools
 import os.path as osp
 from typing import Any, Callable, Dict, Optional
@@ -51,8 +53,26 @@ def get_dataset(name: str, root: Optional[str] = None, **kwargs: Any) -> Knowled
         return DATASETS[key](root=root, **kwargs)
     if osp.isdir(str(name)) and root is None:
         return TriplesFolder(str(name), **kwargs)
-    raise ValueError(
-        f"unknown dataset {name!r}; valid names: "
-        f"{', '.join(DATASETS)} (or a path to a folder holding "
-        f"train.txt, valid.txt and test.txt)"
+    raise unknown_dataset(str(name))
+
+
+def looks_like_a_path(name: str) -> bool:
+    """Whether the dataset ``name`` is written as a path (``./kg``, ``data/kg``, ``~/kg``), not a name."""
+    return osp.sep in name or name.startswith((".", "~")) or (osp.altsep is not None and osp.altsep in name)
+
+
+def unknown_dataset(name: str) -> Exception:
+    """The error for a dataset ``name`` that is neither a name of :obj:`DATASETS` nor a folder: a
+    path that does not exist is said to be missing; a name gets the closest names (difflib)."""
+    if looks_like_a_path(name) or osp.exists(name):
+        if not osp.exists(name):
+            return FileNotFoundError(errno.ENOENT, "no such dataset folder", name)
+        return NotADirectoryError(
+            errno.ENOTDIR, "is a file; a dataset folder holds train.txt, valid.txt and test.txt", name
+        )
+    close = difflib.get_close_matches(name.lower(), [n for n in DATASETS if n != "folder"], n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return ValueError(
+        f"unknown dataset {name!r}; {hint}valid names: {', '.join(DATASETS)} "
+        f"(or a path to a folder holding train.txt, valid.txt and test.txt)"
     )

@@ -20,18 +20,9 @@ import torch
 
 from torch_wge import io
 from torch_wge.training.inference import graph_inputs_on, load_trained
+from torch_wge.training.run_folder import checkpoint_file
 
 FORMATS = ("npy", "pt")
-
-
-def best_checkpoint(run: Union[str, Path]) -> Path:
-    """``run``'s ``best.pt`` when ``run`` is a run folder, else ``run`` itself (a checkpoint file)."""
-    path = Path(run)
-    if path.is_dir():
-        path = path / "best.pt"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no best checkpoint (the run was never validated)")
-    return path
 
 
 @torch.no_grad()
@@ -61,7 +52,7 @@ def load_embeddings(
         ``relation_names`` and ``relation_labels`` (``2R``, the inverse
         relation's name being its relation's with ``" (inverse)"``).
     """
-    model, _, dataset, data = load_trained(best_checkpoint(run), root, device, force_reload=force_reload)
+    model, _, dataset, data = load_trained(checkpoint_file(run), root, device, force_reload=force_reload)
     assert dataset is not None  # the run's own dataset, read from the checkpoint's settings
     encoded = model.encode(**graph_inputs_on(model, data))
     last = len(encoded.entities) - 1
@@ -115,7 +106,7 @@ def export_embeddings(
     """
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
-    checkpoint = best_checkpoint(run)
+    checkpoint = checkpoint_file(run)
     out = Path(out_dir) if out_dir is not None else checkpoint.parent / "embeddings"
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"{out}: is a file, not a folder to export into")

@@ -1,3 +1,4 @@
+import difflib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -5,6 +6,7 @@ import torch
 from torch_geometric.data import Data, InMemoryDataset
 
 from torch_wge.data import num_kg_relations
+from torch_wge.distributed import DistributedContext, resolve_device
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
 from torch_wge.evaluation.sharding import sharded_ranks
 from torch_wge.nn import WGE
@@ -19,8 +21,7 @@ from torch_wge.training.checkpoint import (
 )
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, graph_transform, load_data, split_triples
-from torch_wge.training.distributed import DistributedContext
-from torch_wge.training.model import build_model, resolve_device
+from torch_wge.training.model import build_model
 
 
 @torch.no_grad()
@@ -129,7 +130,9 @@ def _index(
     count: int,
 ) -> int:
     """The id of the entity or relation ``name``: its identifier, or else its
-    label when exactly one has that label."""
+    label when exactly one has that label; without an exact match, the same
+    regardless of case. An unknown name is refused with the closest identifiers
+    and labels."""
     if names is None:  # a graph passed from Python: integer ids
         if str(name).isdigit() and int(name) < count:
             return int(name)
@@ -138,6 +141,11 @@ def _index(
         return names.index(name)
     plural = "entities" if kind == "entity" else f"{kind}s"
     labelled = [i for i, label in enumerate(labels or ()) if label == name]
+    if not labelled:  # no exact match: an identifier, else a label, regardless of case
+        folded = str(name).casefold()
+        labelled = [i for i, n in enumerate(names) if n.casefold() == folded] or [
+            i for i, label in enumerate(labels or ()) if label is not None and label.casefold() == folded
+        ]
     if len(labelled) == 1:
         return labelled[0]
     if labelled:
@@ -145,8 +153,11 @@ def _index(
         raise ValueError(
             f"{kind} label {name!r} names {len(labelled)} {plural} of {dataset} ({some}, ...); give its identifier"
         )
+    known = list(names) + [label for label in labels or () if label is not None]
+    close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(
-        f"unknown {kind} {name!r}: not among the {len(names)} {plural} of {dataset}, by identifier or label"
+        f"unknown {kind} {name!r}: not among the {len(names)} {plural} of {dataset}, by identifier or label{hint}"
     )
 
 
@@ -195,8 +206,9 @@ def predict_query(
     objective :math:`\sigma(f)` is the model's probability that the triple holds.
 
     Returns:
-        The query, ``{"entity", "entity_label", "relation", "relation_label"}``
-        (identifiers and labels, ``None`` where there is none), and one dict
+        The query, ``{"entity", "entity_label", "relation", "relation_label", "objective"}``
+        (identifiers and labels, ``None`` where there is none, and the run's
+        training objective, which says what a score means), and one dict
         per answer, best first: ``entity`` (identifier), ``label`` (human
         label or ``None``), ``score`` (logit) and ``known`` (whether the
         triple is in train, valid or test). With ``filter_known`` no known
@@ -218,6 +230,7 @@ def predict_query(
         "entity_label": labels[query_entity] if labels else None,
         "relation": query_relation if relation_names is None else relation_names[query_relation],
         "relation_label": relation_labels[query_relation] if relation_labels else None,
+        "objective": config.objective,
     }
     if not predict_tails:
         query_relation += num_relations

@@ -1,5 +1,8 @@
 """The run folder of a training run: its lock, opening it for a new or a
-resumed run, the repair of ``best.pt`` after a kill, and its append-only log."""
+resumed run, the repair of ``best.pt`` after a kill, its append-only log, and
+the checkpoint a run folder stands for. Torch is imported only where a
+checkpoint is written, so that the command line checks a run folder before it
+loads torch."""
 
 import errno
 import json
@@ -7,8 +10,14 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from torch_wge import io
-from torch_wge.training.checkpoint import CheckpointError, save_checkpoint
+from torch_wge.training.settings_file import StoredError, read_stored_settings
 from torch_wge.training.trackers import Tracker, report
+
+#: The files of a run in its folder; a new run replaces them.
+RUN_FILES = ("last.pt", "log.jsonl", "best.pt", "results.json", "config.json")
+
+#: The events of the records a run's log holds.
+LOG_EVENTS = ("epoch", "eval", "final")
 
 
 class RunFolderBusy(RuntimeError):
@@ -17,17 +26,25 @@ class RunFolderBusy(RuntimeError):
 
 class RunFolderHoldsRun(FileExistsError):
     """A new run was asked for in a folder that already holds one (``folder``),
-    which ``resumable`` runs have a ``last.pt`` to continue from."""
+    which ``resumable`` runs have a ``last.pt`` to continue from; or that holds
+    ``files`` named as a run's (``log.jsonl``, ``config.json``) that are no
+    torch_wge run's, which a new run would replace."""
 
-    def __init__(self, folder: Path, resumable: bool = True):
+    def __init__(self, folder: Path, resumable: bool = True, files: Sequence[str] = ()):
         how = (
             "fit(resume=True) continues it, fit(overwrite=True) replaces it"
             if resumable
             else "fit(overwrite=True) replaces it"
         )
-        super().__init__(f"{folder} already holds a run; {how}, or choose another out_dir")
+        if files:
+            held = f"holds {' and '.join(files)} of no torch_wge run"
+            how = "fit(overwrite=True) replaces them"
+        else:
+            held = "already holds a run"
+        super().__init__(f"{folder} {held}; {how}, or choose another out_dir")
         self.folder = folder
         self.resumable = resumable
+        self.files = list(files)
 
 
 class RunLock(io.FolderLock):
@@ -46,29 +63,21 @@ class RunLock(io.FolderLock):
 
 
 def read_log(path: Union[str, Path]) -> List[Dict[str, Any]]:
-    """The records of a ``log.jsonl`` (one JSON object per line). A last line
-    cut short by a killed append is left out.
+    """The records of a ``log.jsonl`` (one JSON object per line), read by
+    :func:`torch_wge.io.read_document`. A last line cut short by a killed
+    append is left out.
 
     Raises:
-        ValueError: naming the file and line of a line that is not a JSON
-            object, or whose ``epoch`` is no integer.
+        ValueError: naming the file (and line) of a file that cannot be read so, of a line
+            that is not a JSON object, or whose ``epoch`` is no integer.
     """
-    try:
-        lines = io.read_lines(path)
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text (byte {error.start})") from None
-    records = []
-    for number, line in enumerate(lines, 1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}, line {number}: not valid JSON ({error.msg})") from None
+    records = io.read_document(path, "json-lines")
+    for number, record in enumerate(records, 1):
         if not isinstance(record, dict):
-            raise ValueError(f"{path}, line {number}: expected a JSON object, found {line[:40]!r}")
+            raise ValueError(f"{path}, line {number}: expected a JSON object, found {io.short_repr(record, 40)}")
         epoch = record.get("epoch")
         if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
-            raise ValueError(f"{path}, line {number}: 'epoch' must be an integer, found {json.dumps(epoch)[:40]}")
-        records.append(record)
+            raise ValueError(f"{path}, line {number}: 'epoch' must be an integer, found {io.short_repr(epoch, 40)}")
     return records
 
 
@@ -82,7 +91,7 @@ def truncate_log(path: Union[str, Path], epoch: int) -> None:
         return
     records = read_log(path)
     kept = [r for r in records if r.get("event") != "final" and r.get("epoch", 0) <= epoch]
-    torn = not path.read_bytes().endswith(b"\n") and path.stat().st_size > 0
+    torn = not io.read_bytes(path, io.MAX_DOCUMENT_BYTES).endswith(b"\n") and path.stat().st_size > 0
     if torn or len(kept) != len(records):
         io.write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
 
@@ -96,8 +105,9 @@ def open_run_folder(folder: Path, resume: bool, overwrite: bool = False) -> RunL
     """Creates the run folder ``folder``, takes its lock and removes the
     temporary files that killed writes left there; returns the lock, held.
     A resumed run needs the folder's ``last.pt``; a new one a folder that
-    holds no run (none of ``last.pt``, ``best.pt``, ``results.json``) unless
-    ``overwrite``; the files of the replaced run, or the log of a run killed
+    holds no run (none of ``last.pt``, ``best.pt``, ``results.json``) and no
+    ``log.jsonl`` or ``config.json`` but a torch_wge run's, unless ``overwrite``;
+    the files of the replaced run (:data:`RUN_FILES`), or those of a run killed
     before its first checkpoint, are removed (a FIFO or device there is
     refused, not removed).
 
@@ -105,8 +115,11 @@ def open_run_folder(folder: Path, resume: bool, overwrite: bool = False) -> RunL
         NotADirectoryError: when ``folder`` is a file.
         RunFolderBusy: when another process holds the lock.
         CheckpointError: for a resume without ``last.pt``.
-        RunFolderHoldsRun: for a new run in a folder holding a run, without ``overwrite``.
+        RunFolderHoldsRun: for a new run in a folder holding a run, or files of
+            a run's names that no run wrote, without ``overwrite``.
     """
+    from torch_wge.training.checkpoint import CheckpointError
+
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "is a file, not a run folder", str(folder))
     folder.mkdir(parents=True, exist_ok=True)
@@ -121,13 +134,54 @@ def open_run_folder(folder: Path, resume: bool, overwrite: bool = False) -> RunL
             held = [name for name in ("last.pt", "best.pt", "results.json") if (folder / name).exists()]
             if held and not overwrite:
                 raise RunFolderHoldsRun(folder, resumable=last.exists())
-            for name in ("last.pt", "log.jsonl", "best.pt", "results.json"):
+            for name in RUN_FILES:
                 io.writable_destination(folder / name)
+            foreign = [] if overwrite else files_of_no_run(folder)
+            if foreign:
+                raise RunFolderHoldsRun(folder, resumable=False, files=foreign)
+            for name in RUN_FILES:
                 (folder / name).unlink(missing_ok=True)
     except BaseException:
         lock.release()
         raise
     return lock
+
+
+def files_of_no_run(folder: Path) -> List[str]:
+    """The names of ``folder``'s ``log.jsonl`` and ``config.json`` when they are not those of
+    a torch_wge run killed before its first checkpoint (its settings, checked, and a log of its
+    records, or none), else nothing."""
+    present = [name for name in ("log.jsonl", "config.json") if (folder / name).exists()]
+    if not present:
+        return []
+    try:
+        read_stored_settings(folder / "config.json")
+        if (folder / "log.jsonl").exists() and not all(
+            record.get("event") in LOG_EVENTS for record in read_log(folder / "log.jsonl")
+        ):
+            return present
+    except (StoredError, ValueError, OSError):
+        return present
+    return []
+
+
+def checkpoint_file(run: Union[str, Path]) -> Path:
+    """The checkpoint ``run`` stands for: a run folder's ``best.pt``, or ``run`` itself (a
+    checkpoint file), checked to exist and to be a regular file.
+
+    Raises:
+        FileNotFoundError: naming the file when there is none (a run never validated has no
+            ``best.pt``).
+        OSError: naming a FIFO, device or socket.
+    """
+    path = Path(run)
+    if path.is_dir():
+        path = path / "best.pt"
+        if not path.exists():
+            raise FileNotFoundError(errno.ENOENT, "no best checkpoint (the run was never validated)", str(path))
+    elif not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "does not exist (neither a checkpoint nor a run folder)", str(path))
+    return io.readable_file(path)
 
 
 def repair_best(
@@ -152,6 +206,8 @@ def repair_best(
     Raises:
         CheckpointError: when the best weights are in neither file.
     """
+    from torch_wge.training.checkpoint import CheckpointError, save_checkpoint
+
     epoch, path = last["best"]["epoch"], folder / "best.pt"
     if epoch is None:
         return

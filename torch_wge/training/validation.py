@@ -8,15 +8,14 @@ trainer. Every check here raises :class:`StoredError` (a
 :class:`ValueError`) with such a line.
 """
 
-import dataclasses
 import math
-import typing
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 import torch
 
+from torch_wge import io
 from torch_wge.training.checkpoint import (
     CheckpointError,
     check_compatible,
@@ -26,71 +25,16 @@ from torch_wge.training.checkpoint import (
     load_checkpoint,
 )
 from torch_wge.training.config import TrainConfig
+from torch_wge.training.settings_file import StoredError, is_of_kind, settings
+
+__all__ = ["StoredError", "settings"]  # the stored settings' checks live in settings_file (no torch there)
 
 PathLike = Union[str, Path]
 
 #: The graph sizes every checkpoint records (see :func:`torch_wge.training.data.graph_sizes`).
 GRAPH_KEYS = ("num_entities", "num_relations", "num_train", "num_valid", "num_test")
 
-
-class StoredError(ValueError):
-    """A stored setting or checkpoint field of the wrong type, shape or value, or missing."""
-
-
-def _kinds() -> Dict[str, Tuple[type, bool]]:
-    # field name -> (its type, whether None is allowed)
-    hints = typing.get_type_hints(TrainConfig)
-    kinds = {}
-    for field in dataclasses.fields(TrainConfig):
-        args = [arg for arg in typing.get_args(hints[field.name]) if arg is not type(None)]
-        kinds[field.name] = (args[0] if args else hints[field.name], bool(args))
-    return kinds
-
-
-def _is(value: Any, kind: type) -> bool:
-    """Whether ``value`` (as read from JSON or a checkpoint) is of ``kind``:
-    ``bool`` is no number, an integer is a float but a float no integer."""
-    if kind is bool:
-        return isinstance(value, bool)
-    if isinstance(value, bool):
-        return False
-    if kind is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, kind)
-
-
-def settings(values: Any, path: PathLike, where: str = "") -> TrainConfig:
-    """The :class:`TrainConfig` of stored ``values`` (a ``config.json``, or
-    the ``config`` of a checkpoint, then ``where="config: "``).
-
-    Every field present must have its type (``"hidden_channels": "abc"``, ``8.0``
-    or ``true`` is refused for the integer ``hidden_channels``; an integer is
-    accepted where a float is expected); ``dataset`` must be present, other
-    fields absent take their defaults, unknown ones are refused; then :meth:`TrainConfig.validate` checks the
-    values.
-
-    Raises:
-        StoredError: naming ``path`` and the field.
-    """
-    if not isinstance(values, Mapping):
-        raise StoredError(f"{path}: {where}expected a JSON object of settings, found {type(values).__name__}")
-    if "dataset" not in values:  # never a default: that would read (or download) another dataset
-        raise StoredError(f"{path}: {where}no 'dataset' setting: which dataset the run trained on is unknown")
-    for name, (kind, optional) in _kinds().items():
-        if name not in values or (optional and values[name] is None):
-            continue
-        if not _is(values[name], kind):
-            raise StoredError(f"{path}: {where}setting {name!r} must be {_name(kind)}, found {_short(values[name])}")
-    try:
-        config = TrainConfig.from_dict(dict(values))
-        config.validate()
-    except ValueError as error:
-        raise StoredError(f"{path}: {where}{error}") from None
-    return config
-
-
-def _name(kind: type) -> str:
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(kind, kind.__name__)
+_is = is_of_kind
 
 
 def _field(state: Mapping, key: str, kind: type, path: PathLike, what: str) -> Any:
@@ -104,8 +48,16 @@ def _field(state: Mapping, key: str, kind: type, path: PathLike, what: str) -> A
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return io.short_repr(value)
+
+
+def _tensors(value: Any) -> bool:
+    # a dict of tensors (model weights, an average of them)
+    return isinstance(value, dict) and all(isinstance(entry, torch.Tensor) for entry in value.values())
+
+
+def _finite_number(value: Any) -> bool:
+    return _is(value, float) and math.isfinite(value)
 
 
 def model_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
@@ -140,8 +92,11 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
     ``param_groups``), ``scheduler`` (a dict or :obj:`None`, if present),
     ``rng`` (``torch`` and ``shuffle`` states, byte
     tensors, and ``cuda``, a list of them or :obj:`None`), ``best``
-    (``epoch``, ``mrr``, ``evaluations_since``), ``best_model`` (if
-    present) and ``wall_seconds``.
+    (``epoch`` with ``mrr`` in [0, 1], or no epoch and ``mrr`` -inf before the
+    first validation; ``evaluations_since``), ``best_model`` and ``ema`` (if
+    present: weights of the model's names and shapes), ``best_valid`` (numbers,
+    with ``best_model``) and ``wall_seconds``. A file whose checksum was
+    recomputed after an edit passes the checksum, not these checks.
 
     Raises:
         StoredError: naming ``path`` and the field.
@@ -161,15 +116,22 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
     cuda = rng.get("cuda")
     if cuda is not None and not (isinstance(cuda, list) and all(isinstance(t, torch.Tensor) for t in cuda)):
         raise StoredError(f"{path}: rng: 'cuda' must be a list of byte tensors or None, found {_short(cuda)}")
-    best_model = state.get("best_model")
-    if best_model is not None and not (
-        isinstance(best_model, dict) and all(isinstance(value, torch.Tensor) for value in best_model.values())
-    ):
-        raise StoredError(f"{path}: 'best_model' must be a dict of tensors or None")
+    model = state["model"]
+    for key in ("best_model", "ema"):  # copies of the model's weights (or None)
+        value = state.get(key)
+        if value is None:
+            continue
+        if not _tensors(value):
+            raise StoredError(f"{path}: {key!r} must be a dict of tensors or None, found {_short(value)}")
+        shapes = {name: tuple(tensor.shape) for name, tensor in value.items()}
+        if shapes != {name: tuple(tensor.shape) for name, tensor in model.items()}:
+            raise StoredError(f"{path}: {key!r}: its weights are not those of the model (other names or shapes)")
     best = _field(state, "best", dict, path, "a dict (the best epoch so far)")
+    validated = best.get("epoch") is not None
     checks = {
-        "epoch": best.get("epoch") is None or (_is(best.get("epoch"), int) and 0 <= best["epoch"] <= state["epoch"]),
-        "mrr": _is(best.get("mrr"), float),
+        "epoch": not validated or (_is(best.get("epoch"), int) and 0 <= best["epoch"] <= state["epoch"]),
+        # the best validation MRR: in [0, 1] once a validation ran, -inf before
+        "mrr": _finite_number(best.get("mrr")) and 0 <= best["mrr"] <= 1 if validated else best.get("mrr") == -math.inf,
         "evaluations_since": _is(best.get("evaluations_since"), int) and best["evaluations_since"] >= 0,
     }
     for key, ok in checks.items():
@@ -177,6 +139,10 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
             raise StoredError(
                 f"{path}: best: {key!r} is missing or of the wrong type or value: {_short(best.get(key))}"
             )
+    if state.get("best_model") is not None:
+        valid = state.get("best_valid")
+        if not (isinstance(valid, dict) and all(_is(value, float) for value in valid.values())):
+            raise StoredError(f"{path}: 'best_valid' must be a dict of numbers, found {_short(valid)}")
     seconds = _field(state, "wall_seconds", float, path, "a number")
     if not (math.isfinite(seconds) and seconds >= 0):
         raise StoredError(f"{path}: 'wall_seconds' must be finite and >= 0, found {seconds}")

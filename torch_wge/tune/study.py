@@ -159,10 +159,11 @@ def counts_toward_total(trial: FrozenTrial) -> bool:
     )
 
 
-def trial_seed(seed: int, number: int) -> int:
-    """The sampler's seed for trial ``number`` of a study seeded with ``seed``:
-    workers draw different settings, and a resumed study new ones."""
-    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
+def worker_seed(seed: int, worker: int) -> int:
+    """The sampler's seed for the worker numbered ``worker`` (0 for the first to open the study)
+    of a study seeded with ``seed``: each worker, and the same command run again, draws its own
+    sequence, while one worker's draws are what one seeded sampler draws."""
+    return int(np.random.SeedSequence([seed, worker]).generate_state(1)[0])
 
 
 def format_trial(trial: FrozenTrial) -> str:
@@ -194,9 +195,33 @@ def _mrr(trial: FrozenTrial) -> float:
     return trial.value
 
 
-def _valid_mrr(results: Mapping[str, Any]) -> float:
-    """The validation MRR of a run's ``results.json`` content."""
-    return results["valid"]["metrics"]["both"]["mrr"]
+def _valid_mrr(results: Any) -> Optional[float]:
+    """The validation MRR of a run's ``results.json`` content, or :obj:`None` when it holds none."""
+    try:
+        mrr = results["valid"]["metrics"]["both"]["mrr"]
+    except (KeyError, TypeError, IndexError):
+        return None
+    return float(mrr) if isinstance(mrr, (int, float)) and not isinstance(mrr, bool) and 0 <= mrr <= 1 else None
+
+
+def read_run_mrr(folder: Path) -> float:
+    """The validation MRR a finished run recorded in its ``results.json`` (read by
+    :func:`torch_wge.io.read_document`).
+
+    Raises:
+        ValueError: naming the file when it cannot be read or holds no validation MRR in [0, 1].
+    """
+    path = folder / "results.json"
+    try:
+        mrr = _valid_mrr(io.read_document(path, "json"))
+    except io.UnreadableFileError as error:
+        raise ValueError(f"{error}; remove it to train the run again") from None
+    if mrr is None:
+        raise ValueError(
+            f"{path}: holds no validation MRR in [0, 1] (valid.metrics.both.mrr): not a finished run's results; "
+            f"remove it to train the run again"
+        )
+    return mrr
 
 
 def _minutes(trial: FrozenTrial) -> float:
@@ -269,9 +294,14 @@ def tune(
     or this worker's ``time_limit`` has passed, whichever comes first
     (checked between trials), and returns it.
 
+    The space searches only settings ``base`` leaves out: a setting every
+    trial shares is never searched (one in both is refused).
+
     A space of categorical settings only is a grid: each trial takes the first
     combination no trial has drawn (after the queued ones), and the study ends
-    once every combination has been tried.
+    once every combination has been tried. Any other space is drawn by the
+    study's sampler, one :class:`optuna.samplers.TPESampler` per worker
+    (see ``seed``).
 
     A trial that draws the searched settings of an earlier complete or pruned
     trial (a small space runs out of new combinations) is not trained again:
@@ -282,8 +312,7 @@ def tune(
     with the best trial's full settings; at the end a table of the best trials.
 
     Args:
-        base (dict): Settings of every trial (:class:`TrainConfig` fields),
-            under those the space draws.
+        base (dict): Settings of every trial (:class:`TrainConfig` fields), none of them searched.
         space (dict): The search space (see :mod:`torch_wge.tune.space`), checked.
         out (str or Path): The tune folder: ``trials/<number>/`` run folders,
             ``study.db`` (the default storage), ``study.json``, ``best.json``.
@@ -297,8 +326,10 @@ def tune(
             pruner; ``"median"`` prunes nothing in the first
             :data:`MEDIAN_WARMUP` of the base settings' epochs.
             (default: ``"median"``)
-        seed (int, optional): Seed of the sampler (:class:`optuna.samplers.TPESampler`,
-            reseeded per trial with :func:`trial_seed`). (default: :obj:`0`)
+        seed (int, optional): Seed of the sampler: worker :math:`w` (numbered in
+            the order the workers open the study, a run of the same command again
+            being the next) draws with a :class:`~optuna.samplers.TPESampler` seeded
+            once by :func:`worker_seed` of ``seed`` and :math:`w`. (default: :obj:`0`)
         heartbeat (int, optional): Seconds between a running trial's heartbeats. (default: :obj:`60`)
         progress (bool, optional): Show each trial's progress bars. (default: :obj:`True`)
         echo (callable, optional): Where the lines go. (default: :func:`print`)
@@ -313,28 +344,120 @@ def tune(
     """
     if trials is None and time_limit is None:
         raise ValueError("give a number of trials or a time limit (or both)")
-    if seeds < 1:
-        raise ValueError(f"seeds must be at least 1, got {seeds}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    storage = storage or default_storage(out)
-    search = {"space": dict(space), "base": dict(base), **({"seeds": seeds} if seeds > 1 else {})}
-    with optuna_errors_only(), io.FolderLock(out, wait=True):  # workers starting together create the database once
-        epochs = TrainConfig.from_dict(dict(base)).epochs  # of the base settings, if the space draws epochs too
-        study = open_study(
-            study_name, storage, PRUNERS[pruner](epochs) if isinstance(pruner, str) else pruner, heartbeat, echo
-        )
-        _check_same_search(study, search, storage)
-        io.write_json(out / STUDY_FILE, {"study": study_name, "storage": storage})
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # skip_if_exists
-            for params in enqueue:
-                study.enqueue_trial(dict(params), skip_if_exists=True)
+    worker = Worker(base, space, out, seed=seed, progress=progress, echo=echo, seeds=seeds)
+    worker.open(study_name, storage, pruner, heartbeat, enqueue)
+    return worker.run(trials, time_limit)
 
-    def objective(trial: optuna.Trial) -> float:
-        # a sampler seeded by the trial's number: parallel workers and a resumed study draw anew
-        study.sampler = optuna.samplers.TPESampler(seed=trial_seed(seed, trial.number), constant_liar=True)
-        config = TrainConfig.from_dict({**base, **suggest(trial, space)})
+
+class Worker:
+    r"""One worker of a study of :func:`tune`: it opens the study (:meth:`open`), then draws and
+    trains trials (:meth:`run`), each in its run folder (:meth:`objective`).
+
+    Args:
+        base, space, out, seed, progress, echo, seeds: As for :func:`tune`.
+    """
+
+    def __init__(
+        self,
+        base: Mapping[str, Any],
+        space: Mapping[str, Mapping[str, Any]],
+        out: PathLike,
+        seed: int = 0,
+        progress: bool = True,
+        echo: Callable[[str], None] = print,
+        seeds: int = 1,
+    ):
+        if seeds < 1:
+            raise ValueError(f"seeds must be at least 1, got {seeds}")
+        shared = sorted(set(space) & set(base))
+        if shared:
+            raise ValueError(
+                f"{', '.join(shared)}: in both the shared settings and the search space; a setting is shared "
+                f"by every trial or searched, not both"
+            )
+        self.base, self.space, self.out = dict(base), dict(space), Path(out)
+        self.seed, self.progress, self.echo, self.seeds = seed, progress, echo, seeds
+        self.study: Optional[optuna.Study] = None
+
+    def open(
+        self,
+        study_name: str = "wge",
+        storage: Optional[str] = None,
+        pruner: Union[str, optuna.pruners.BasePruner] = "median",
+        heartbeat: int = 60,
+        enqueue: Sequence[Mapping[str, Any]] = (),
+    ) -> optuna.Study:
+        """Opens (or creates) the study, checks that it searches this space over these settings,
+        takes this worker's number and sampler, writes ``study.json`` and queues ``enqueue``."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        storage = storage or default_storage(self.out)
+        search = {"space": self.space, "base": self.base, **({"seeds": self.seeds} if self.seeds > 1 else {})}
+        epochs = TrainConfig.from_dict(dict(self.base)).epochs  # of the base settings
+        with optuna_errors_only(), io.FolderLock(self.out, wait=True):  # workers starting together: in turn
+            study = open_study(
+                study_name,
+                storage,
+                PRUNERS[pruner](epochs) if isinstance(pruner, str) else pruner,
+                heartbeat,
+                self.echo,
+            )
+            _check_same_search(study, search, storage)
+            worker = study.user_attrs.get("workers", 0)
+            study.set_user_attr("workers", worker + 1)
+            study.sampler = optuna.samplers.TPESampler(seed=worker_seed(self.seed, worker), constant_liar=True)
+            io.write_json(self.out / STUDY_FILE, {"study": study_name, "storage": storage})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # skip_if_exists
+                for params in enqueue:
+                    study.enqueue_trial(dict(params), skip_if_exists=True)
+        self.study = study
+        return study
+
+    def _opened(self) -> optuna.Study:
+        if self.study is None:
+            raise RuntimeError("open the study first (Worker.open)")
+        return self.study
+
+    def run(self, trials: Optional[int] = None, time_limit: Optional[float] = None) -> optuna.Study:
+        """Draws and trains trials until the study holds ``trials`` finished ones, this worker's
+        ``time_limit`` (minutes) has passed, or a grid has been tried; writes ``best.json`` and
+        the closing table."""
+        study = self._opened()
+        grid = combinations(self.space)
+        started = time.monotonic()
+        with optuna_errors_only():
+            while True:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    optuna.storages.fail_stale_trials(study)
+                all_trials = study.get_trials(deepcopy=False)
+                taken = sum(counts_toward_total(t) or t.state == TrialState.RUNNING for t in all_trials)
+                if trials is not None and taken >= trials:
+                    break
+                if time_limit is not None and time.monotonic() - started >= 60 * time_limit:
+                    break
+                if grid is not None and not any(t.state == TrialState.WAITING for t in all_trials):
+                    drawn = [t.params for t in all_trials if t.state != TrialState.FAIL or "error" in t.user_attrs]
+                    untried = [combination for combination in grid if combination not in drawn]
+                    if not untried:
+                        self.echo(f"every one of the space's {len(grid)} combinations has been tried")
+                        break
+                    study.enqueue_trial(untried[0])
+                study.optimize(self.objective, n_trials=1, catch=(TrialFailed,), callbacks=[self.finished])
+        write_best(study, self.out)
+        self.echo(best_table(study))
+        return study
+
+    def finished(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """A trial ended: its line, and ``best.json`` rewritten."""
+        self.echo(format_trial(trial))
+        write_best(study, self.out)
+
+    def objective(self, trial: optuna.Trial) -> float:
+        """The value of ``trial``: the validation MRR of its settings (the mean over its seeds),
+        trained in ``trials/<number>/``, or an earlier trial's of the same settings."""
+        study = self._opened()
+        config = TrainConfig.from_dict({**self.base, **suggest(trial, self.space)})
         trial.set_user_attr("config", config.to_dict())
         try:
             config.validate()
@@ -347,81 +470,62 @@ def tune(
             if earlier.state == TrialState.PRUNED:
                 raise optuna.TrialPruned(f"as trial {earlier.number}")
             return _mrr(earlier)
-        dataset, data = load_data(config, log=progress)
-        vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
+        dataset, data = load_data(config, log=self.progress)
+        training = (data, vocabulary_digest(dataset.entity_names, dataset.relation_names))
+        folder = self.out / "trials" / str(trial.number)
+        killed = take_over_killed_run(study.get_trials(deepcopy=False)[trial.number], self.out / "trials")
+        if killed is not None:
+            self.echo(f"trial {trial.number} continues the run of killed trial {killed} from its last checkpoint")
+        runs = seed_runs(config, folder, self.seeds)
+        if self.seeds == 1:  # the run locks its folder itself
+            return self.validation_mrr(trial, *runs[0], training, first=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = io.FolderLock(folder)  # the trial's folder, so that no other worker takes it over
+        if not lock.acquire():
+            raise RuntimeError(f"{folder}: the folder of trial {trial.number} is held by another worker")
+        try:
+            mrrs = [
+                self.validation_mrr(trial, run_config, path, training, i == 0)
+                for i, (run_config, path) in enumerate(runs)
+            ]
+        finally:
+            lock.release()
+        trial.set_user_attr("seed_mrrs", {str(run_config.seed): mrr for (run_config, _), mrr in zip(runs, mrrs)})
+        return statistics.fmean(mrrs)
+
+    def validation_mrr(
+        self, trial: optuna.Trial, config: TrainConfig, folder: Path, training: Tuple[Any, str], first: bool
+    ) -> float:
+        """The validation MRR of the run of ``config`` in ``folder``: read from its results once it
+        finished (:func:`read_run_mrr`), else trained on ``training`` (the graph and its
+        vocabulary's digest), on from its last checkpoint where a killed trial left one. The
+        ``first`` run of a trial reports its validations to the pruner."""
+        if (folder / "results.json").exists():
+            return read_run_mrr(folder)
+        data, vocabulary = training
 
         def report(epoch: int, mrr: float) -> None:
             trial.report(mrr, epoch)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at epoch {epoch}")
 
-        def validation_mrr(run_config: TrainConfig, folder: Path, first: bool) -> float:
-            """The run's validation MRR: read from its results once it finished, else trained
-            (on from its last checkpoint where a killed trial left one)."""
-            if (folder / "results.json").is_file():
-                return _valid_mrr(json.loads((folder / "results.json").read_text()))
-            trainer = Trainer(
-                run_config,
-                data,
-                folder,
-                progress=progress,
-                vocabulary=vocabulary,
-                on_validation=report if first else None,
-                rank_test=False,
-            )
-            try:
-                result = trainer.fit(resume=(folder / "last.pt").is_file())
-            except TrainingError as error:
-                trial.set_user_attr("error", str(error).split(";")[0])
-                raise TrialFailed(error) from None
-            return _valid_mrr(result)
-
-        folder = out / "trials" / str(trial.number)
-        killed = take_over_killed_run(study.get_trials(deepcopy=False)[trial.number], out / "trials")
-        if killed is not None:
-            echo(f"trial {trial.number} continues the run of killed trial {killed} from its last checkpoint")
-        runs = seed_runs(config, folder, seeds)
-        if seeds == 1:  # the run locks its folder itself
-            return validation_mrr(*runs[0], first=True)
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = io.FolderLock(folder)  # the trial's folder, so that no other worker takes it over
-        if not lock.acquire():
-            raise RuntimeError(f"{folder}: the folder of trial {trial.number} is held by another worker")
+        trainer = Trainer(
+            config,
+            data,
+            folder,
+            progress=self.progress,
+            vocabulary=vocabulary,
+            on_validation=report if first else None,
+            rank_test=False,
+        )
         try:
-            mrrs = [validation_mrr(run_config, run_folder, i == 0) for i, (run_config, run_folder) in enumerate(runs)]
-        finally:
-            lock.release()
-        trial.set_user_attr("seed_mrrs", {str(run_config.seed): mrr for (run_config, _), mrr in zip(runs, mrrs)})
-        return statistics.fmean(mrrs)
-
-    def finished(study: optuna.Study, trial: FrozenTrial) -> None:
-        echo(format_trial(trial))
-        write_best(study, out)
-
-    grid = combinations(space)
-    started = time.monotonic()
-    with optuna_errors_only():
-        while True:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                optuna.storages.fail_stale_trials(study)
-            all_trials = study.get_trials(deepcopy=False)
-            taken = sum(counts_toward_total(t) or t.state == TrialState.RUNNING for t in all_trials)
-            if trials is not None and taken >= trials:
-                break
-            if time_limit is not None and time.monotonic() - started >= 60 * time_limit:
-                break
-            if grid is not None and not any(t.state == TrialState.WAITING for t in all_trials):
-                drawn = [t.params for t in all_trials if t.state != TrialState.FAIL or "error" in t.user_attrs]
-                untried = [combination for combination in grid if combination not in drawn]
-                if not untried:
-                    echo(f"every one of the space's {len(grid)} combinations has been tried")
-                    break
-                study.enqueue_trial(untried[0])
-            study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=[finished])
-    write_best(study, out)
-    echo(best_table(study))
-    return study
+            result = trainer.fit(resume=(folder / "last.pt").is_file())
+        except TrainingError as error:
+            trial.set_user_attr("error", str(error).split(";")[0])
+            raise TrialFailed(error) from None
+        mrr = _valid_mrr(result)
+        assert mrr is not None, "a finished run has a validation MRR"
+        return mrr
 
 
 def combinations(space: Mapping[str, Mapping[str, Any]]) -> Optional[List[Dict[str, Any]]]:
@@ -499,22 +603,34 @@ def write_best(study: optuna.Study, out: PathLike) -> Optional[Dict[str, Any]]:
 
 
 def read_study_file(folder: PathLike) -> Dict[str, str]:
-    """The study name and storage a tune folder's ``study.json`` names."""
+    """The study name and storage a tune folder's ``study.json`` names (read by
+    :func:`torch_wge.io.read_document`)."""
     path = Path(folder) / STUDY_FILE
     try:
-        values = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: not the study file of a tune folder ({error})") from None
+        values = io.read_document(path, "json")
+    except (io.UnreadableFileError, OSError) as error:
+        reason = f"{error.filename}: {error.strerror}" if isinstance(error, OSError) else str(error)
+        raise ValueError(f"{path}: not the study file of a tune folder ({reason})") from None
     if not (
-        isinstance(values, dict) and isinstance(values.get("study"), str) and isinstance(values.get("storage"), str)
+        isinstance(values, dict)
+        and isinstance(values.get("study"), str)
+        and values["study"].strip()
+        and isinstance(values.get("storage"), str)
     ):
         raise ValueError(f'{path}: expected {{"study": NAME, "storage": URL}}')
     return values
 
 
 def load_study(name: str, storage: str) -> optuna.Study:
-    """An existing study, read-only use (for plots)."""
+    """An existing study, read-only use (for plots).
+
+    Raises:
+        ValueError: one line naming the storage, when it cannot be opened or holds no such study.
+    """
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         raise ValueError(f"no study {name!r} in {storage}") from None
+    except (ImportError, ValueError, sqlalchemy.exc.SQLAlchemyError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise ValueError(f"--storage {storage}: cannot open the database ({reason})") from None
