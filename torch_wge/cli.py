@@ -1,11 +1,14 @@
 """Command line: ``python -m torch_wge`` or ``torch-wge``.
 
-Sub-commands: ``train``, ``evaluate CHECKPOINT``, ``predict CHECKPOINT``, ``export RUN``,
+Sub-commands: ``train``, ``evaluate RUN``, ``predict RUN``, ``export RUN`` (a run folder or a checkpoint),
 ``stats``, ``tune`` and ``plot RUN [RUN ...]``. Help and ``--version`` import no torch
 (each command imports what it needs).
 Every expected failure (a bad option, an unreadable, corrupt or unwritable
 file, a full disk, a failed download, a diverged run) prints one line naming
 the option or file and exits with 2; ``--debug`` shows the traceback instead.
+A bad setting or a missing checkpoint is answered before torch is loaded; what
+the commands print of labels, identifiers and messages has its control
+characters escaped (:func:`printable`).
 """
 
 import argparse
@@ -311,7 +314,11 @@ def add_tune_parser(commands) -> None:
     for name in ("dataset", "recipe", "root", "device"):
         choices = sorted(RECIPES) if name == "recipe" else None
         tune.add_argument(f"--{name}", default=argparse.SUPPRESS, choices=choices, help=setting_help(name))
-    add_settings_file(tune, "settings of every trial under those the search space draws")
+    add_settings_file(
+        tune,
+        "settings every trial shares, never searched (taken out of the default space; a --space file that "
+        "searches one is refused)",
+    )
     tune.add_argument(
         "--space",
         metavar="FILE",
