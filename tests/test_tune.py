@@ -759,3 +759,18 @@ def test_plot_of_a_study_that_cannot_be_opened_is_one_line(argv, message, tmp_pa
     assert main(["plot", *(arg.format(tmp=tmp_path) for arg in argv), "--out", str(tmp_path / "p.png")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("torch-wge plot: error: ") and message in err, err
+
+
+def test_a_value_quoted_in_a_space_error_is_cut_before_it_is_formatted():
+    from torch_wge.training.settings_file import SettingsFileError
+    from torch_wge.tune import fixed_params
+
+    space = {"num_layers": {"type": "categorical", "choices": [1] * 10**6}}
+    with pytest.raises(SettingsFileError) as refused:
+        fixed_params({"num_layers": [[2] * 10**6]}, space, "f")
+    assert (
+        str(refused.value)
+        == "f: num_layers: [[2, 2, 2, 2, 2, 2, ...]] is not one of the choices [1, 1, 1, 1, 1, 1, ...]"
+    )
+    with pytest.raises(SettingsFileError, match=r"found \['x', 'x', 'x', 'x', 'x', 'x', ...\]$"):
+        check_space({"lr": ["x"] * 10**6}, "f")

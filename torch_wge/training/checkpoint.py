@@ -138,7 +138,7 @@ def check_compatible(state: Dict[str, Any], config: Dict[str, Any], graph: Dict[
     """Raises :class:`CheckpointError` naming every setting or graph size in
     which the checkpoint differs from the current run."""
     differences = [
-        f"{key}: checkpoint {state['config'].get(key)!r}, here {config.get(key)!r}"
+        f"{key}: checkpoint {io.short_repr(state['config'].get(key))}, here {io.short_repr(config.get(key))}"
         for key in TrainConfig.MODEL_KEYS
         if state["config"].get(key) != config.get(key)
     ]
@@ -157,7 +157,7 @@ def check_resumable(state: Dict[str, Any], config: Dict[str, Any], path) -> None
     otherwise record values its earlier epochs did not use."""
     before = TrainConfig.from_dict(state["config"]).to_dict()
     differences = [
-        f"--{key.replace('_', '-')} {before.get(key)!r} -> {config.get(key)!r}"
+        f"--{key.replace('_', '-')} {io.short_repr(before.get(key))} -> {io.short_repr(config.get(key))}"
         for key in config
         if key not in RESUMABLE_CHANGES and before.get(key) != config.get(key)
     ]

@@ -19,6 +19,7 @@ import dataclasses
 import typing
 from typing import Any, Dict, Mapping
 
+from torch_wge.io import short_repr
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.settings_file import SettingsFileError, setting_error
 
@@ -68,7 +69,7 @@ def _spec_error(name: str, spec: Any) -> str | None:
     if name in NOT_SEARCHED:
         return f"not searched: give --{name} on the command line"
     if not isinstance(spec, Mapping) or spec.get("type") not in SPEC_KEYS:
-        return f'expected an object with "type" one of {", ".join(SPEC_KEYS)}, found {spec!r}'[:160]
+        return f'expected an object with "type" one of {", ".join(SPEC_KEYS)}, found {short_repr(spec, 100)}'
     required, optional = SPEC_KEYS[spec["type"]]
     unknown = set(spec) - {"type", *required, *optional}
     missing = [key for key in required if key not in spec]
@@ -89,11 +90,11 @@ def _spec_error(name: str, spec: Any) -> str | None:
             )
         low, high, step, log = spec["low"], spec["high"], spec.get("step"), spec.get("log", False)
         if not (_is_number(low, kind) and _is_number(high, kind) and low <= high):
-            return f"low and high must be {kind.__name__}s with low <= high, found {low!r} and {high!r}"
+            return f"low and high must be {kind.__name__}s with low <= high, found {short_repr(low)} and {short_repr(high)}"
         if not isinstance(log, bool):
-            return f"log must be true or false, found {log!r}"
+            return f"log must be true or false, found {short_repr(log)}"
         if step is not None and not (_is_number(step, kind) and step > 0):
-            return f"step must be a positive {kind.__name__}, found {step!r}"
+            return f"step must be a positive {kind.__name__}, found {short_repr(step)}"
         if log and (low <= 0 or (step is not None and step != 1)):
             return "a log spec needs low > 0 and no step"
         values = [low, high]
@@ -143,15 +144,19 @@ def suggest(trial, space: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
 def _outside_spec(value: Any, spec: Mapping[str, Any]) -> str | None:
     """Why ``value`` is not one ``spec`` can draw, or :obj:`None`."""
     if spec["type"] == "categorical":
-        return None if value in spec["choices"] else f"{value!r} is not one of the choices {spec['choices']}"
+        return (
+            None
+            if value in spec["choices"]
+            else f"{short_repr(value)} is not one of the choices {short_repr(spec['choices'], 200)}"
+        )
     kind = int if spec["type"] == "int" else float
     if not _is_number(value, kind):
-        return f"expected {'an int' if kind is int else 'a float'}, found {value!r}"
+        return f"expected {'an int' if kind is int else 'a float'}, found {short_repr(value)}"
     low, high, step = spec["low"], spec["high"], spec.get("step")
     if not low <= value <= high:
-        return f"{value!r} is outside the space's [{low}, {high}]"
+        return f"{short_repr(value)} is outside the space's [{low}, {high}]"
     if step is not None and abs((value - low) / step - round((value - low) / step)) > 1e-9:
-        return f"{value!r} is not on the space's grid {low}, {low + step}, ... (step {step})"
+        return f"{short_repr(value)} is not on the space's grid {low}, {low + step}, ... (step {step})"
     return None
 
 
