@@ -172,8 +172,14 @@ def bad_inputs(tmp_path, runs):
     no_loss = write_run(tmp_path / "no-loss", [{"event": "epoch", "epoch": 1, "wall_seconds": 2.0}])
     bad_row = tmp_path / "bad-row.json"
     bad_row.write_text(json.dumps({"relation_names": ["P1"], "per_relation": [{"relation": 3, "side": "head"}]}))
+    deep_json = tmp_path / "deep.json"
+    deep_json.write_text('{"per_relation": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    deep_log = write_run(tmp_path / "deep-log", [])
+    (deep_log / "log.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n")
     out = ["--out", str(tmp_path / "x.png")]
     return {
+        "deep json": (["plot", str(deep_json), *out], f"{deep_json}: nested deeper than 32 levels"),
+        "deep log": (["plot", str(deep_log), *out], f"{deep_log / 'log.jsonl'}, line 1: nested deeper than 32 levels"),
         "missing": (["plot", str(tmp_path / "nowhere"), *out], f"{tmp_path / 'nowhere'}: no such run folder or file"),
         "no log": (["plot", str(tmp_path), *out], f"{tmp_path}: not a run folder"),
         "no epoch": (["plot", str(empty_log), *out], f"{empty_log / 'log.jsonl'}: no epoch recorded yet"),
@@ -200,11 +206,13 @@ def bad_inputs(tmp_path, runs):
         "both kinds",
         "unknown format",
         "missing folder",
+        "deep json",
+        "deep log",
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(case, trained_runs, tmp_path, capsys):
     cases = bad_inputs(tmp_path, trained_runs)
-    assert len(cases) == 10  # each one tested
+    assert len(cases) == 12  # each one tested
     argv, named = cases[case]
     assert main(argv) == 2
     err = capsys.readouterr().err
