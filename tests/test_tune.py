@@ -461,6 +461,7 @@ def test_the_example_settings_and_space_are_valid(name, space_name):
     examples = REPOSITORY / "examples" / "tune"
     space = check_space(read_mapping(examples / space_name), space_name)
     settings = read_settings_file(examples / name)
+    assert not set(settings) & set(space), "tune refuses a setting both shared and searched"
     # the space's smallest and largest settings, over the shared ones, pass train's checks
     for end in (0, -1):
         drawn = {key: spec.get("choices", [spec.get("low"), spec.get("high")])[end] for key, spec in space.items()}
