@@ -83,3 +83,12 @@ def test_rejects_bad_sizes():
     with pytest.raises(ValueError, match="dropout"):
         QuatEDecoder(8, dropout=1.5)
     assert repr(QuatEDecoder(8, dropout=0.5)) == "QuatEDecoder(8, dropout=0.5, batch_norm=True)"
+
+
+def test_query_of_relations_normalised_beforehand():
+    decoder = QuatEDecoder(8, batch_norm=False).double()
+    h, r, t = torch.randn(3, 5, 8, dtype=torch.float64)
+    unit = r / r.unflatten(-1, (4, 2)).norm(dim=-2).repeat(1, 4)  # each quaternion's modulus, per component
+    assert torch.allclose((decoder(h, unit, normalized=True) * t).sum(-1), paper_score(h, r, t), atol=1e-10)
+    # with the flag r is taken as it is: a non-unit r gives another query
+    assert not torch.allclose(decoder(h, r, normalized=True), decoder(h, r), atol=1e-3)

@@ -77,12 +77,15 @@ class QuatEDecoder(torch.nn.Module):
         if self.batch_norm is not None:
             self.batch_norm.reset_parameters()
 
-    def forward(self, h: Tensor, r: Tensor) -> Tensor:
+    def forward(self, h: Tensor, r: Tensor, normalized: bool = False) -> Tensor:
         r"""The queries
         :math:`\mathrm{drop}(\mathrm{BN}(\mathbf{x}_h \otimes \mathbf{r}^{\triangleleft}))`
         of heads ``h [B, C]`` and relations ``r [B, C]``, ``[B, C]``: a query's
-        dot product with a tail embedding is the triple's score."""
-        q = quate_query(h, r)
+        dot product with a tail embedding is the triple's score. With
+        :obj:`normalized=True`, ``r`` holds unit quaternions already (rows of a
+        relation table normalised once, cheaper than normalising every gathered
+        row)."""
+        q = hamilton_product(h, r) if normalized else quate_query(h, r)
         if self.batch_norm is not None:
             q = self.batch_norm(q)
         return F.dropout(q, self.dropout, self.training)
@@ -90,12 +93,12 @@ class QuatEDecoder(torch.nn.Module):
     @torch.jit.export
     def score(self, h: Tensor, r: Tensor, t: Tensor) -> Tensor:
         """Scores of the triples ``(h[b], r[b], t[b])``, ``[B]``."""
-        return (self(h, r) * t).sum(dim=-1)
+        return (self(h, r, False) * t).sum(dim=-1)
 
     @torch.jit.export
     def score_all(self, h: Tensor, r: Tensor, x: Tensor) -> Tensor:
         """Scores of ``(h[b], r[b], x[n])`` for every candidate tail ``n``, ``[B, N]``."""
-        return self(h, r) @ x.t()
+        return self(h, r, False) @ x.t()
 
     def __repr__(self) -> str:
         return (

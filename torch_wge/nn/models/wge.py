@@ -10,6 +10,7 @@ from torch_wge.data import check_edge_index
 from torch_wge.nn.decoders import QuatEDecoder
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
 from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
+from torch_wge.utils.quaternion import normalize_quaternion
 from torch_wge.utils.sparse import csr_adjacency
 
 #: Encoder views of WGE and its single-view ablations: the graph view of
@@ -228,9 +229,10 @@ class WGE(torch.nn.Module):
         :math:`k` (``decoders[k]``, called as a module) on the layer-:math:`k` head and relation
         rows. Relation ids lie in :math:`[0, 2R)` (inverses at :math:`r + R`); an id outside raises
         :class:`IndexError`, as an entity id outside :math:`[0, N)` does."""
+        # each layer's relation table [2R, C] normalised once, before its rows are gathered
         return torch.stack(
             [
-                decoder(x.index_select(0, heads), rel.index_select(0, relations))
+                decoder(x.index_select(0, heads), normalize_quaternion(rel).index_select(0, relations), normalized=True)
                 for decoder, x, rel in zip(self.decoders, encoded.entities, encoded.relations)
             ]
         )
