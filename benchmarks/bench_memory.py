@@ -423,8 +423,7 @@ def wge_model(data):
 
 def measure_eval(path: str, chunk: int, queries: int) -> dict:
     from torch_wge.evaluation import LinkPredictionEvaluator
-    from torch_wge.training import split_triples
-    from torch_wge.training.inference import evaluate_model
+    from torch_wge.training import evaluate_model, split_triples
 
     data = torch.load(path, weights_only=False)
     model, inputs = wge_model(data)

@@ -35,7 +35,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     from torch_wge.evaluation import LinkPredictionEvaluator
-    from torch_wge.training.inference import graph_inputs_on, load_trained
+    from torch_wge.inference import graph_inputs_on, load_trained
 
     model, config, _, data = load_trained(args.checkpoint, root=args.root, log=False)
     evaluator = LinkPredictionEvaluator.from_data(data, args.split)

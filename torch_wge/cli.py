@@ -549,7 +549,7 @@ def check_evaluate(args) -> None:
 
 def run_evaluate(args) -> None:
     from torch_wge import io
-    from torch_wge.training import evaluate_checkpoint
+    from torch_wge.inference import evaluate_checkpoint
 
     check_evaluate(args)
     checkpoint = checkpoint_file(args.checkpoint)
@@ -585,7 +585,7 @@ def score_meaning(objective: str) -> str:
 
 
 def run_predict(args) -> None:
-    from torch_wge.training.inference import predict_query
+    from torch_wge.inference.trained import predict_query
 
     query_entity = args.head if args.head is not None else args.tail
     query, rows = predict_query(
@@ -621,7 +621,7 @@ def labelled(name, label: Optional[str]) -> str:
 
 
 def run_export(args) -> None:
-    from torch_wge.training.export import export_embeddings
+    from torch_wge.inference import export_embeddings
 
     written = export_embeddings(
         args.run,

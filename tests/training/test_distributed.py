@@ -24,9 +24,8 @@ from torch_wge.evaluation import LinkPredictionEvaluator
 from torch_wge.evaluation.sharding import shard_bounds
 from torch_wge.nn import OneToNLoss
 from torch_wge.testing import random_kg
-from torch_wge.training import TrainConfig, Trainer, load_checkpoint, split_triples
+from torch_wge.training import TrainConfig, Trainer, evaluate_model, load_checkpoint, split_triples
 from torch_wge.training.batch_loss import BatchLoss
-from torch_wge.training.inference import evaluate_model
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 WORLD_SIZE = 2

@@ -5,9 +5,8 @@ import json
 import pytest
 import torch
 
-from torch_wge.training import RECIPES, TrainConfig, Trainer, load_checkpoint
+from torch_wge.training import RECIPES, TrainConfig, Trainer, evaluate_model, load_checkpoint
 from torch_wge.training.ema import WeightAverage
-from torch_wge.training.inference import evaluate_model
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from torch_wge.cli import main
+from torch_wge.inference import graph_inputs_on, load_embeddings, load_trained
+from torch_wge.inference.export import metadata_tsv
 from torch_wge.testing import random_kg, write_triples_folder
-from torch_wge.training import load_checkpoint, load_trained, open_dataset
-from torch_wge.training.export import load_embeddings, metadata_tsv
-from torch_wge.training.inference import graph_inputs_on
+from torch_wge.training import load_checkpoint, open_dataset
 
 NUM_LAYERS = 2
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from torch_wge.training import CheckpointError, TrainConfig, Trainer, evaluate_checkpoint, graph_transform, predict
-from torch_wge.training.inference import load_trained
+from torch_wge.inference import evaluate_checkpoint, load_trained, predict
+from torch_wge.training import CheckpointError, TrainConfig, Trainer, graph_transform
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from test_pyg_layouts import rel_link_pred_layout, word_net_layout  # noqa: E402

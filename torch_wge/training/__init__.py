@@ -1,4 +1,4 @@
-"""Training, checkpoints, inference and export.
+"""Training: the loop, its settings, checkpoints and run folder.
 
 The names below are imported from their modules when first used (PEP 562), so
 that ``torch_wge.training.config`` (the settings, read by ``torch-wge --help``)
@@ -12,8 +12,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the same names as _MODULE_
     from torch_wge.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: F401
     from torch_wge.training.config import RECIPES, TrainConfig  # noqa: F401
     from torch_wge.training.data import graph_transform, load_data, open_dataset, split_triples  # noqa: F401
-    from torch_wge.training.export import export_embeddings, load_embeddings  # noqa: F401
-    from torch_wge.training.inference import evaluate_checkpoint, evaluate_model, load_trained, predict, predict_query  # noqa: F401
+    from torch_wge.training.evaluate import evaluate_model  # noqa: F401
     from torch_wge.training.model import build_loss, build_model  # noqa: F401
     from torch_wge.training.queries import TrainingQueries  # noqa: F401
     from torch_wge.training.trackers import TensorBoardTracker, Tracker  # noqa: F401
@@ -36,13 +35,7 @@ _MODULE_OF = {
     "TensorBoardTracker": "trackers",
     "build_loss": "model",
     "build_model": "model",
-    "evaluate_checkpoint": "inference",
-    "evaluate_model": "inference",
-    "load_trained": "inference",
-    "predict": "inference",
-    "predict_query": "inference",
-    "export_embeddings": "export",
-    "load_embeddings": "export",
+    "evaluate_model": "evaluate",
 }
 
 __all__ = list(_MODULE_OF)

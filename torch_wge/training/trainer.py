@@ -22,7 +22,7 @@ from torch_wge.training.checkpoint import CheckpointError, save_checkpoint, trip
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, split_triples
 from torch_wge.training.ema import WeightAverage
-from torch_wge.training.inference import evaluate_model
+from torch_wge.training.evaluate import evaluate_model
 from torch_wge.training.model import build_loss, build_model, check_memory
 from torch_wge.training.precision import float32_matmul_precision
 from torch_wge.training.queries import TrainingQueries

@@ -1,3 +1,6 @@
+"""Trained models from their checkpoints: loading one with the graph it was trained on, its
+filtered metrics on a split, and its top answers to a query."""
+
 import difflib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -6,9 +9,8 @@ import torch
 from torch_geometric.data import Data, InMemoryDataset
 
 from torch_wge.data import num_kg_relations
-from torch_wge.distributed import DistributedContext, resolve_device
+from torch_wge.distributed import resolve_device
 from torch_wge.evaluation import LinkPredictionEvaluator, LinkPredictionResults
-from torch_wge.evaluation.sharding import sharded_ranks
 from torch_wge.nn import WGE
 from torch_wge.training import validation
 from torch_wge.training.checkpoint import (
@@ -21,38 +23,8 @@ from torch_wge.training.checkpoint import (
 )
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.data import graph_sizes, graph_transform, load_data, split_triples
+from torch_wge.training.evaluate import evaluate_model
 from torch_wge.training.model import build_model
-
-
-@torch.no_grad()
-def evaluate_model(
-    model: WGE,
-    graph_inputs: Dict[str, Any],
-    evaluator: LinkPredictionEvaluator,
-    batch_size: int = 1024,
-    progress: bool = False,
-    distributed: Optional[DistributedContext] = None,
-) -> LinkPredictionResults:
-    """Filtered ranking with ``model`` in eval mode; the encoder runs once for all queries.
-
-    With a ``distributed`` context of several processes (call it in every
-    process), each process ranks its chunk-aligned part of the queries and
-    every process returns the metrics of all of them, equal to a single
-    process's (see :func:`~torch_wge.evaluation.sharding.sharded_ranks`)."""
-    model.eval()
-    encoded = model.encode(**graph_inputs)
-    device = encoded.entities[0].device
-
-    def score_fn(entities, relations):
-        return model.score_all(encoded, entities.to(device), relations.to(device))
-
-    if distributed is not None and distributed.enabled:
-        gather_device = distributed.device if distributed.device.type == "cuda" else None
-        ranks = sharded_ranks(
-            evaluator, score_fn, batch_size, device=gather_device, progress=progress and distributed.is_main
-        )
-        return evaluator.summarize(ranks)
-    return evaluator.evaluate(score_fn, batch_size=batch_size, progress=progress)
 
 
 def load_trained(

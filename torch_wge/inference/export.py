@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from torch_wge import io
-from torch_wge.training.inference import graph_inputs_on, load_trained
+from torch_wge.inference.trained import graph_inputs_on, load_trained
 from torch_wge.training.run_folder import checkpoint_file
 
 FORMATS = ("npy", "pt")
