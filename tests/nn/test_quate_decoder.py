@@ -92,3 +92,17 @@ def test_query_of_relations_normalised_beforehand():
     assert torch.allclose((decoder(h, unit, normalized=True) * t).sum(-1), paper_score(h, r, t), atol=1e-10)
     # with the flag r is taken as it is: a non-unit r gives another query
     assert not torch.allclose(decoder(h, r, normalized=True), decoder(h, r), atol=1e-3)
+
+
+def test_dropout_keeps_each_element_with_probability_one_minus_p_and_scales_it():
+    from torch_wge.nn.decoders.quate_decoder import dropout
+
+    torch.manual_seed(0)
+    x = torch.randn(400, 500, dtype=torch.float64)
+    for p in (0.2, 0.5, 0.8):
+        out = dropout(x, p)
+        kept = out != 0
+        assert abs(kept.double().mean().item() - (1 - p)) < 0.005  # 200,000 draws: 4 standard deviations
+        assert torch.allclose(out[kept], x[kept] / (1 - p), atol=1e-12)
+        assert torch.allclose(dropout(x, p).mean(), x.mean(), atol=0.02)  # unbiased in expectation
+    assert dropout(x, 0.5, training=False) is x and dropout(x, 0.0) is x
