@@ -470,9 +470,7 @@ def run_train(args) -> None:
     if context.is_main and note:
         print(note, file=sys.stderr)
     if context.is_main and not args.no_progress:
-        busy = busy_cores_notice() if args.threads is None else None
-        threads = f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)"
-        print(threads + (f"; {busy}" if busy else ""), file=sys.stderr)
+        print(f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)", file=sys.stderr)
     trainer = Trainer(
         config,
         data,
@@ -695,9 +693,6 @@ def run_tune(args) -> None:
     enqueue = [fixed_params(read_mapping(path), space, path) for path in args.enqueue]
     out = Path(args.out or Path("runs") / f"tune-{Path(base.get('dataset', TrainConfig.dataset)).name}")
     seed = base.pop("seed", 0)
-    busy = busy_cores_notice() if args.threads is None and not args.no_progress else None
-    if busy:
-        print(f"torch-wge: {busy}", file=sys.stderr)
     study = tune(
         {**base, "seed": seed},
         space,
@@ -804,28 +799,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     with warnings.catch_warnings():  # undone on return: main() may be called from Python
         warnings.showwarning = print_warning
         return run_reporting_errors(f"torch-wge {args.command}", run, args.debug, CONTINUED_BY.get(args.command, ""))
-
-
-def busy_cores_notice() -> Optional[str]:
-    """What ``train`` and ``tune`` say when the one-minute load average leaves fewer free cores than
-    the threads they use (by default PyTorch's count, which never follows the load, so that a
-    command gives the same numbers on a busy machine as on an idle one); :obj:`None` otherwise."""
-    import torch
-
-    from torch_wge.training.threads import available_cores
-
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # not on this system
-        return None
-    threads, cores = torch.get_num_threads(), available_cores()
-    free = max(1, int(cores - load + 0.5))
-    if free >= threads:
-        return None
-    return (
-        f"the load average is {load:.1f} on {cores} CPU(s): other processes keep the cores busy, and "
-        f"{threads} threads may run many times slower than fewer (try --threads {free})"
-    )
 
 
 def print_warning(message, category, filename, lineno, file=None, line=None) -> None:
