@@ -58,3 +58,14 @@ def kill_after_epoch(monkeypatch):
         torch.manual_seed(12345)
 
     return run
+
+
+@pytest.fixture
+def kg_folder(tmp_path):
+    """A folder of triple files (``train.txt``, ``valid.txt``, ``test.txt``) of a random graph of 24
+    entities and 3 relations, for the command line."""
+    kg = random_kg(24, 3, 160, seed=2)
+    for name, mask in (("train", "train"), ("valid", "val"), ("test", "test")):
+        rows = zip(*kg.edge_index[:, kg[f"{mask}_mask"]].tolist(), kg.edge_type[kg[f"{mask}_mask"]].tolist())
+        (tmp_path / f"{name}.txt").write_text("".join(f"e{h}\tr{r}\te{t}\n" for h, t, r in rows))
+    return tmp_path

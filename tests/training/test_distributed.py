@@ -427,15 +427,6 @@ def test_a_sharded_run_resumes_replicated_on_another_number_of_processes(tmp_pat
     assert epochs == [1, 2]
 
 
-@pytest.fixture
-def kg_folder(tmp_path):
-    kg = random_kg(24, 3, 160, seed=2)
-    for name, mask in (("train", "train"), ("valid", "val"), ("test", "test")):
-        rows = zip(*kg.edge_index[:, kg[f"{mask}_mask"]].tolist(), kg.edge_type[kg[f"{mask}_mask"]].tolist())
-        (tmp_path / f"{name}.txt").write_text("".join(f"e{h}\tr{r}\te{t}\n" for h, t, r in rows))
-    return tmp_path
-
-
 @pytest.mark.slow
 def test_two_torchrun_nodes_train_sharded_as_two_processes_of_one_node(kg_folder, tmp_path):
     """Two torchrun "machines" (--nnodes 2, c10d rendezvous on 127.0.0.1, one process each) train the

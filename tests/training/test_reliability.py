@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from torch_wge import io
+from torch_wge.inference import evaluate_checkpoint
 from torch_wge.training import (
     CheckpointError,
     TrainConfig,
     Trainer,
     TrainingQueries,
-    evaluate_checkpoint,
     load_checkpoint,
     save_checkpoint,
     split_triples,

@@ -48,15 +48,6 @@ def test_no_module_of_the_package_reads_the_load_average():
     assert readers == []
 
 
-@pytest.fixture
-def kg_folder(tmp_path):
-    kg = random_kg(24, 3, 160, seed=2)
-    for name, mask in (("train", "train"), ("valid", "val"), ("test", "test")):
-        rows = zip(*kg.edge_index[:, kg[f"{mask}_mask"]].tolist(), kg.edge_type[kg[f"{mask}_mask"]].tolist())
-        (tmp_path / f"{name}.txt").write_text("".join(f"e{h}\tr{r}\te{t}\n" for h, t, r in rows))
-    return tmp_path
-
-
 def test_train_says_how_many_threads_it_uses(kg_folder, tmp_path, monkeypatch, capsys, restored_threads):
     from torch_wge.cli import main
 
