@@ -4,7 +4,6 @@ import torch
 from torch_wge.utils.quaternion import (
     hamilton_product,
     hamilton_product_into,
-    hamilton_products,
     normalize_quaternion,
     quaternion_conjugate,
     quaternion_inner,
@@ -148,19 +147,3 @@ def test_conjugate_moves_the_relation_across_the_inner_product():
     left = (hamilton_product(h, r) * t).sum(-1)
     right = (r * hamilton_product(conjugate, t)).sum(-1)
     assert torch.allclose(left, right, atol=1e-12)
-
-
-@pytest.mark.parametrize("stacked", [False, True])
-def test_hamilton_products_pair_by_pair_or_stacked(stacked):
-    torch.manual_seed(3)
-    qs = [torch.randn(4, 8, dtype=torch.float64, requires_grad=True) for _ in range(3)]
-    ps = [torch.randn(4, 8, dtype=torch.float64, requires_grad=True) for _ in range(3)]
-    products = hamilton_products(qs, ps, stacked=stacked)
-    weights = torch.randn(3, 4, 8, dtype=torch.float64)
-    grads = torch.autograd.grad(sum((w * out).sum() for w, out in zip(weights, products)), qs + ps)
-    expected = [reference_hamilton(q, p) for q, p in zip(qs, ps)]
-    expected_grads = torch.autograd.grad(sum((w * out).sum() for w, out in zip(weights, expected)), qs + ps)
-    for out, reference in zip(products, expected):
-        assert torch.allclose(out, reference, atol=1e-12)
-    for grad, reference in zip(grads, expected_grads):
-        assert torch.allclose(grad, reference, atol=1e-12)

@@ -1,7 +1,6 @@
 from torch_wge.utils.quaternion import (
     check_quaternion_size,
     hamilton_product,
-    hamilton_products,
     normalize_quaternion,
     quaternion_components,
     quaternion_inner,
@@ -13,7 +12,6 @@ __all__ = [
     "check_quaternion_size",
     "quaternion_components",
     "hamilton_product",
-    "hamilton_products",
     "quaternion_norm",
     "normalize_quaternion",
     "quaternion_inner",

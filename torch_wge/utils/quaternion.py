@@ -12,7 +12,7 @@ Every function here works on the last dimension and broadcasts over the
 leading ones. A last dimension not divisible by 4 raises :class:`ValueError`.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 from torch import Tensor
@@ -21,7 +21,6 @@ __all__ = [
     "check_quaternion_size",
     "quaternion_components",
     "hamilton_product",
-    "hamilton_products",
     "quaternion_norm",
     "normalize_quaternion",
     "quaternion_inner",
@@ -180,27 +179,6 @@ def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
         return (terms * p.unflatten(-1, (4, n)).unsqueeze(-2)).sum(dim=-3).flatten(-2)
     else:
         return _HamiltonProduct.apply(q, p, False, False)
-
-
-def hamilton_products(qs: Sequence[Tensor], ps: Sequence[Tensor], stacked: Optional[bool] = None) -> List[Tensor]:
-    r""":func:`hamilton_product` of each pair ``(qs[i], ps[i])``: with :obj:`stacked`, as one product
-    of the stacked pairs, a third as many kernel launches for three pairs; else pair by pair, each
-    pair's operands in cache (the stacked product took 1.5x longer on a CPU, for three pairs of
-    ``[1024, 256]``). (default: stacked on any device but the CPU)
-
-    Shapes: ``qs[i]`` and ``ps[i]`` of one shape ``[..., 4n]`` each give ``[..., 4n]``.
-
-    Example:
-        >>> qs, ps = torch.randn(2, 3, 8).unbind(0), torch.randn(2, 3, 8).unbind(0)
-        >>> products = hamilton_products(qs, ps, stacked=True)
-        >>> torch.allclose(products[1], hamilton_product(qs[1], ps[1]))
-        True
-    """
-    if stacked is None:
-        stacked = qs[0].device.type != "cpu"
-    if not stacked:
-        return [hamilton_product(q, p) for q, p in zip(qs, ps)]
-    return list(hamilton_product(torch.stack(list(qs)), torch.stack(list(ps))).unbind(0))
 
 
 def quaternion_conjugate(q: Tensor) -> Tensor:

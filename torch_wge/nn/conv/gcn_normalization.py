@@ -115,11 +115,6 @@ class GCNNormalization:
         """Whether ``adj_t`` is this normalisation's cached result."""
         return self._result is not None and adj_t is self._result[0]
 
-    @staticmethod
-    def spmm(adj_t: Adj, x: Tensor, reduce: str) -> Tensor:
-        r""":math:`\mathbf{\hat{A}} \mathbf{X}` of any sparse adjacency, ``[num_nodes, F]``."""
-        return spmm(adj_t, x, reduce=reduce)
-
     def propagate_sparse(self, adj_t: Adj, x: Tensor, reduce: str) -> Tensor:
         r""":math:`\mathbf{\hat{A}} \mathbf{X}` for the fused message passing
         of a sparse adjacency, ``[num_nodes, F]``: with the cached transpose

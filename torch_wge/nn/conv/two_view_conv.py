@@ -7,6 +7,7 @@ from torch_geometric.nn import Linear
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.resolver import activation_resolver, normalization_resolver
 from torch_geometric.typing import Adj, OptTensor
+from torch_geometric.utils import spmm
 
 from torch_wge.nn.conv.gcn_normalization import GCNNormalization, gcn_convolution, weighted_message
 from torch_wge.nn.dense import QuaternionLinear
@@ -325,7 +326,7 @@ class TwoViewConv(MessagePassing):
         for normalization in (self.entity_normalization, self.relation_normalization):
             if normalization is not None and normalization.holds(adj_t):
                 return normalization.propagate_sparse(adj_t, x, self.aggr)
-        return GCNNormalization.spmm(adj_t, x, self.aggr)
+        return spmm(adj_t, x, reduce=self.aggr)
 
     def _view_of_edge_mask(self, ef_edge_index: Optional[Adj], rf_edge_index: Optional[Adj]) -> str:
         """The view an explainer's edge mask was made for: the one with as many edges."""
