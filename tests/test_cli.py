@@ -662,13 +662,15 @@ def test_debug_shows_the_traceback(kg_folder, capsys):
 @pytest.mark.parametrize(
     "command, line",
     [
-        ("train", "torch-wge train: interrupted (--resume continues the run from its last checkpoint)"),
+        ("train", "torch-wge train: interrupted (no epoch was saved in runs/codex-s: nothing to resume)"),
         ("tune", "torch-wge tune: interrupted (the same command continues the study; a trial cut short"),
         ("stats", "torch-wge stats: interrupted"),
     ],
 )
-def test_ctrl_c_ends_with_one_line_saying_what_continues_the_command(command, line, monkeypatch, capsys):
+def test_ctrl_c_ends_with_one_line_saying_what_continues_the_command(command, line, monkeypatch, capsys, tmp_path):
     import torch_wge.cli as cli
+
+    monkeypatch.chdir(tmp_path)  # no runs/codex-s/last.pt there
 
     def interrupted(args):
         raise KeyboardInterrupt
@@ -680,6 +682,32 @@ def test_ctrl_c_ends_with_one_line_saying_what_continues_the_command(command, li
     err = capsys.readouterr().err.strip()
     assert err.startswith(line) and len(err.splitlines()) == 1
     assert command != "stats" or err == line  # nothing to continue
+
+
+def test_ctrl_c_suggests_resume_only_where_a_checkpoint_is(kg_folder, tmp_path, monkeypatch, capsys):
+    import torch_wge.cli as cli
+
+    out = tmp_path / "run"
+    assert main(TRAIN + ["--dataset", str(kg_folder), "--root", str(tmp_path / "data"), "--out", str(out)]) == 0
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "train", interrupted)
+    capsys.readouterr()
+    assert main(TRAIN + ["--dataset", str(kg_folder), "--out", str(out), "--resume"]) == 130
+    assert capsys.readouterr().err.strip() == (
+        f"torch-wge train: interrupted (--resume continues the run from its last checkpoint, {out / 'last.pt'})"
+    )
+    assert main(TRAIN + ["--dataset", str(kg_folder), "--out", str(tmp_path / "new")]) == 130
+    assert capsys.readouterr().err.strip() == (
+        f"torch-wge train: interrupted (no epoch was saved in {tmp_path / 'new'}: nothing to resume)"
+    )
+
+
+def test_epochs_zero_is_refused(kg_folder, capsys):
+    assert main(TRAIN + ["--dataset", str(kg_folder), "--epochs", "0"]) == 2
+    assert capsys.readouterr().err.strip().endswith("epochs must be positive, got 0")
 
 
 def test_help_states_each_default_once():
@@ -752,8 +780,7 @@ def test_unseen_test_entities_are_stated_on_every_run_and_can_be_left_out(kg_fol
         assert main(argv + ["--out", str(tmp_path / run)]) == 0
         err = capsys.readouterr().err.splitlines()
         assert note in err
-        # the dataset's warning of the first processing is one line too
-        assert all(line.startswith("torch-wge: ") for line in err), err
+        assert sum("not in training" in line or "not occur in training" in line for line in err) == 1, err
         results = json.loads((tmp_path / run / "results.json").read_text())
         assert results["unseen"] == {"policy": "keep", "ranked": {"valid": 0, "test": 1}}
         assert results["test"]["num_queries"] == 2 * num_test

@@ -12,6 +12,7 @@ characters escaped (:func:`printable`).
 """
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import json
@@ -21,7 +22,7 @@ import sys
 import typing
 import warnings
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from torch_wge import __version__
 from torch_wge.training.config import CHOICES, RECIPES, TrainConfig, setting_help
@@ -110,24 +111,35 @@ def _is_collective_failure(error: BaseException) -> bool:
     return is_collective_failure(error)
 
 
-#: What continues a command stopped by Ctrl-C (or SIGINT), said in the line it prints.
-CONTINUED_BY = {
-    "train": "--resume continues the run from its last checkpoint",
-    "tune": "the same command continues the study; a trial cut short is trained on from its last checkpoint",
-}
+def continued_by(args) -> str:
+    """What continues a command stopped by Ctrl-C (or SIGINT), said in the line it prints:
+    for ``train``, ``--resume`` where the run folder holds a checkpoint to resume from."""
+    if args.command == "tune":
+        return "the same command continues the study; a trial cut short is trained on from its last checkpoint"
+    if args.command != "train":
+        return ""
+    try:
+        _, out = train_settings(args)
+    except CliError:
+        return ""
+    if (out / "last.pt").is_file():
+        return f"--resume continues the run from its last checkpoint, {out / 'last.pt'}"
+    return f"no epoch was saved in {out}: nothing to resume"
 
 
-def run_reporting_errors(name: str, fn: Callable[[], None], debug: bool = False, continued_by: str = "") -> int:
+def run_reporting_errors(
+    name: str, fn: Callable[[], None], debug: bool = False, continued_by: Callable[[], str] = lambda: ""
+) -> int:
     """Calls ``fn`` and returns an exit code: 0, or 2 after printing an
     expected failure as one line (re-raised with ``debug``), or 130 on Ctrl-C,
-    after a line that says so and, given ``continued_by``, what continues it.
-    Shared by the command line and the examples."""
+    after a line that says so and what ``continued_by()`` says continues it."""
     from torch_wge.training.run_folder import RunFolderHoldsRun  # no torch
 
     try:
         fn()
     except KeyboardInterrupt:
-        print(f"{name}: interrupted" + (f" ({continued_by})" if continued_by else ""), file=sys.stderr)
+        how = continued_by()
+        print(f"{name}: interrupted" + (f" ({how})" if how else ""), file=sys.stderr)
         return 130
     except Exception as error:
         lost_peer = _is_collective_failure(error)
@@ -464,7 +476,8 @@ def run_train(args) -> None:
     # under torchrun: join the process group first, so that one process
     # downloads and processes the dataset before the others read it
     context = DistributedContext.from_environment(config.device, args.backend)
-    dataset, data = context.in_turn(lambda: load_data(config, args.force_reload, log=not args.no_progress))
+    with unseen_said_once():
+        dataset, data = context.in_turn(lambda: load_data(config, args.force_reload, log=not args.no_progress))
     vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
     note = unseen_note(dataset, data, ["valid", "test"])
     if context.is_main and note:
@@ -483,6 +496,16 @@ def run_train(args) -> None:
     result = trainer.fit(resume=args.resume, overwrite=args.overwrite)
     if context.is_main:
         print_final(result, out)
+
+
+@contextlib.contextmanager
+def unseen_said_once() -> Iterator[None]:
+    """Leaves out the dataset's warnings on valid and test triples with an entity or relation not
+    in training, one per file while it processes them: :func:`unseen_note` says it in one line,
+    whether the dataset was processed now or earlier."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not occur in training")
+        yield
 
 
 def unseen_note(dataset, data, splits: List[str]) -> Optional[str]:
@@ -518,8 +541,12 @@ def train_trackers(tensorboard: Optional[bool], out: Path) -> list:
 
 def print_final(result: dict, out: Path) -> None:
     test = result["test"]["metrics"]["both"]
+    trained = f"{result['epochs_trained']}"
+    if result.get("stopped_by") == "time_limit":
+        trained += f" trained (stopped by --time-limit; {result['epochs']} planned)"
+    best = "none validated" if result["best_epoch"] is None else f"best epoch {result['best_epoch']}"
     print(
-        f"best epoch {result['best_epoch']} of {result['epochs_trained']} | "
+        f"{best} of {trained} | "
         f"test MRR {test['mrr']:.4f} | MR {test['mr']:.1f} | H@1 {test['hits@1']:.4f} | "
         f"H@3 {test['hits@3']:.4f} | H@10 {test['hits@10']:.4f} | "
         f"{result['wall_seconds']:.0f}s | results in {out / 'results.json'}"
@@ -551,14 +578,15 @@ def run_evaluate(args) -> None:
 
     check_evaluate(args)
     checkpoint = checkpoint_file(args.checkpoint)
-    results, dataset = evaluate_checkpoint(
-        checkpoint,
-        args.split,
-        root=args.root,
-        device=args.device,
-        force_reload=args.force_reload,
-        log=not args.no_progress,
-    )
+    with unseen_said_once():
+        results, dataset = evaluate_checkpoint(
+            checkpoint,
+            args.split,
+            root=args.root,
+            device=args.device,
+            force_reload=args.force_reload,
+            log=not args.no_progress,
+        )
     assert dataset is not None  # read for the checkpoint's settings (no graph was passed)
     note = unseen_note(dataset, dataset[0], [args.split])
     if note:
@@ -798,7 +826,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     with warnings.catch_warnings():  # undone on return: main() may be called from Python
         warnings.showwarning = print_warning
-        return run_reporting_errors(f"torch-wge {args.command}", run, args.debug, CONTINUED_BY.get(args.command, ""))
+        return run_reporting_errors(f"torch-wge {args.command}", run, args.debug, lambda: continued_by(args))
 
 
 def print_warning(message, category, filename, lineno, file=None, line=None) -> None:

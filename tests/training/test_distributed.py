@@ -559,10 +559,10 @@ def _rank_dies_job(rank, out):
 
     real_epoch = Trainer.train_epoch
 
-    def train_epoch(self):
+    def train_epoch(self, *args):
         if rank == 1 and self.epoch == 1:
             os._exit(9)  # as a kill -9
-        return real_epoch(self)
+        return real_epoch(self, *args)
 
     Trainer.train_epoch = train_epoch
     err = io.StringIO()

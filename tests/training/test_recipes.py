@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import torch_geometric.transforms as T
 
 from torch_wge.testing import random_kg
@@ -217,31 +218,96 @@ def test_trainer_applies_the_schedule(data, tmp_path):
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.005)
 
 
-def test_time_limit_stops_validates_and_evaluates_and_the_run_resumes(data, tmp_path, monkeypatch):
-    clock = iter(range(0, 10**6, 20))  # every reading of the clock is 20 s after the previous one
-    monkeypatch.setattr(trainer_module.time, "perf_counter", lambda: float(next(clock)))
-    config = small(recipe="paper", lr=0.01, epochs=50, eval_every=100, time_limit=1.0)
-    result = Trainer(config, data, tmp_path, progress=False).fit()
+class StepClock:
+    """A clock that advances ``seconds`` with every optimiser step, and only then."""
 
+    def __init__(self, seconds: float):
+        self.seconds, self.steps = seconds, 0
+
+    def __call__(self) -> float:
+        return self.seconds * self.steps
+
+    def count_steps(self, trainer: Trainer) -> Trainer:
+        step = trainer.optimizer.step
+
+        def counted(*args, **kwargs):
+            self.steps += 1
+            return step(*args, **kwargs)
+
+        trainer.optimizer.step = counted
+        return trainer
+
+
+def test_time_limit_stops_within_an_epoch_and_the_resumed_run_equals_an_uninterrupted_one(
+    data, tmp_path, monkeypatch, capsys
+):
+    steps = Trainer(small(epochs=1), data, tmp_path / "count", progress=False).queries.num_batches(64)
+    assert steps >= 3
+    clock = StepClock(10.0)
+    monkeypatch.setattr(trainer_module.time, "perf_counter", clock)
+    # the limit falls after the second step of epoch 2: steps + 2 steps of 10 s
+    limit = (steps + 2) * 10.0 / 60.0
+    config = small(recipe="paper", lr=0.01, epochs=3, eval_every=100, time_limit=limit)
+    stopped = clock.count_steps(Trainer(config, data, tmp_path / "run", progress=True))
+    result = stopped.fit()
+
+    assert clock.steps == steps + 2  # no step after the limit
+    assert result["stopped_by"] == "time_limit" and result["epochs_trained"] == 1 and result["epochs"] == 3
+    assert f"stopped by --time-limit after 1 of 3 epochs and 2 of {steps} steps of epoch 2" in capsys.readouterr().err
+    last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    assert last["epoch"] == 1 and last["epoch_progress"]["step"] == 2
+
+    monkeypatch.undo()
+    resumed = Trainer(small(recipe="paper", lr=0.01, epochs=3, eval_every=100), data, tmp_path / "run", progress=False)
+    resumed.fit(resume=True)
+    whole = Trainer(small(recipe="paper", lr=0.01, epochs=3, eval_every=100), data, tmp_path / "whole", progress=False)
+    whole.fit()
+    for (name, a), b in zip(resumed.model.state_dict().items(), whole.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    losses = [[r["loss"] for r in log_records(tmp_path / f) if r["event"] == "epoch"] for f in ("run", "whole")]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-12)
+
+
+def test_time_limit_at_an_epoch_end_validates_and_a_used_up_limit_is_refused(data, tmp_path, monkeypatch):
+    clock = StepClock(10.0)
+    monkeypatch.setattr(trainer_module.time, "perf_counter", clock)
+    steps = Trainer(small(epochs=1), data, tmp_path / "count", progress=False).queries.num_batches(64)
+    config = small(recipe="paper", lr=0.01, epochs=50, eval_every=100, time_limit=2 * steps * 10.0 / 60.0)
+    result = clock.count_steps(Trainer(config, data, tmp_path, progress=False)).fit()
     records = log_records(tmp_path)
-    epochs = [r for r in records if r["event"] == "epoch"]
-    stopped = epochs[-1]["epoch"]
-    assert stopped < 50
-    assert epochs[-2]["wall_seconds"] < 60.0 <= [r for r in records if r["event"] == "eval"][-1]["wall_seconds"]
-    assert [r["epoch"] for r in records if r["event"] == "eval"] == [stopped]  # validated where it stopped
-    assert result["epochs_trained"] == stopped and result["best_epoch"] == stopped
-    assert result["test"]["metrics"]["both"]["mrr"] > 0
+    assert [r["epoch"] for r in records if r["event"] == "eval"] == [2]  # validated where it stopped
+    assert result["epochs_trained"] == 2 and result["best_epoch"] == 2 and result["stopped_by"] == "time_limit"
 
-    # resumed with a limit the run has already used up: refused, naming the minutes trained
-    trained = [r for r in records if r["event"] == "eval"][-1]["wall_seconds"] / 60
-    with pytest.raises(TrainingError, match=rf"--time-limit 0\.5: .* trained {trained:.1f} minutes already"):
+    trained = 2 * steps * 10.0 / 60
+    with pytest.raises(TrainingError, match=rf"--time-limit 0\.1: .* trained {trained:.1f} minutes already"):
         Trainer(
-            small(recipe="paper", lr=0.01, epochs=50, eval_every=100, time_limit=0.5), data, tmp_path, progress=False
+            small(recipe="paper", lr=0.01, epochs=50, eval_every=100, time_limit=0.1), data, tmp_path, progress=False
         ).fit(resume=True)
-    resumed = Trainer(
-        small(recipe="paper", lr=0.01, epochs=stopped + 2, eval_every=100), data, tmp_path, progress=False
-    ).fit(resume=True)
-    assert resumed["epochs_trained"] == stopped + 2
+
+
+def test_a_forged_epoch_progress_is_refused_naming_the_file(data, tmp_path):
+    from torch_wge.training.checkpoint import load_checkpoint, save_checkpoint
+    from torch_wge.training.validation import StoredError
+
+    config = small(recipe="paper", lr=0.01, epochs=3, eval_every=100)
+    Trainer(small(recipe="paper", lr=0.01, epochs=1, eval_every=100), data, tmp_path, progress=False).fit()
+    state = load_checkpoint(tmp_path / "last.pt")
+    steps = Trainer(config, data, tmp_path / "count", progress=False).queries.num_batches(64)
+    for forged in ({"step": steps, "shuffle": torch.Generator().get_state(), "loss": 1.0}, {"step": 1}):
+        save_checkpoint({**state, "epoch_progress": forged}, tmp_path / "last.pt")
+        with pytest.raises(StoredError, match=r"last\.pt: epoch_progress: not the progress of an epoch of this run"):
+            Trainer(config, data, tmp_path, progress=False).fit(resume=True)
+
+
+def test_the_epoch_time_is_estimated_from_the_first_steps(data, tmp_path, monkeypatch, capsys):
+    clock = StepClock(200.0)  # 200 s a step: an epoch of over 5 minutes
+    monkeypatch.setattr(trainer_module.time, "perf_counter", clock)
+    steps = Trainer(small(epochs=1), data, tmp_path / "count", progress=False).queries.num_batches(64)
+    clock.count_steps(Trainer(small(epochs=1, eval_every=100), data, tmp_path / "run")).fit()
+    err = capsys.readouterr().err
+    minutes = round(steps * 200 / 60)
+    assert f"one epoch: about {minutes} min ({steps} steps of 200.00 s); --recipe large" in err
+    assert err.count("one epoch: about") == 1
 
 
 def test_graph_defaults_of_train_config_are_the_transforms():

@@ -180,8 +180,8 @@ def test_a_folder_that_cannot_be_locked_is_locked_through_a_file(tmp_path, monke
 def test_non_finite_loss_stops_before_saving_the_epoch(data, tmp_path, monkeypatch):
     real_epoch = Trainer.train_epoch
 
-    def diverging(self):
-        loss = real_epoch(self)
+    def diverging(self, *args):
+        loss = real_epoch(self, *args)
         return float("nan") if self.epoch == 2 else loss  # the third epoch diverges
 
     monkeypatch.setattr(Trainer, "train_epoch", diverging)

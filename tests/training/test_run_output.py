@@ -2,6 +2,7 @@
 log, the first line (run folder, the epoch a resume continues from), no lock file."""
 
 import re
+import sys
 
 import pytest
 import torch_geometric.transforms as T
@@ -36,9 +37,10 @@ def bar_figures(err: str):
 
 
 @pytest.mark.parametrize("eval_every", [4, 1])
-def test_progress_bar_shows_the_best_validation_mrr_of_the_log(data, tmp_path, capsys, eval_every):
+def test_progress_bar_shows_the_best_validation_mrr_of_the_log(data, tmp_path, capsys, monkeypatch, eval_every):
     # eval_every=4: one validation, after the last epoch (the bar read best_mrr=0.0000 there);
     # eval_every=1: the last validation may be the best (the bar showed the best before it)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # bars are drawn on a terminal
     Trainer(config(eval_every=eval_every), data, tmp_path).fit()
     records = read_log(tmp_path / "log.jsonl")
     epochs = [r for r in records if r["event"] == "epoch"]
@@ -55,6 +57,19 @@ def test_progress_bar_shows_the_best_validation_mrr_of_the_log(data, tmp_path, c
     assert all(state in remaining for state in changes), (changes, expected)
     assert drawn[-1] == expected[-1]
     assert drawn[-1][1] == f"{max(r['both.mrr'] for r in evals):.4f}"
+
+
+def test_without_a_terminal_each_epoch_is_one_line_with_its_figures_and_an_eta(data, tmp_path, capsys):
+    Trainer(config(epochs=4, eval_every=2), data, tmp_path).fit()
+    records = read_log(tmp_path / "log.jsonl")
+    evals = {r["epoch"]: r["both.mrr"] for r in records if r["event"] == "eval"}
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("epoch ") and "ETA" in line]
+    assert len(lines) == 4 and "\r" not in "".join(lines)
+    for line, record in zip(lines, (r for r in records if r["event"] == "epoch")):
+        best = max((mrr for epoch, mrr in evals.items() if epoch <= record["epoch"]), default=None)
+        best_text = "-" if best is None else f"{best:.4f}"
+        assert line.startswith(f"epoch {record['epoch']}/4 | loss {record['loss']:.4f} | best MRR {best_text} | ")
+    assert re.search(r"\| ETA 0 s$", lines[-1])
 
 
 def test_first_line_names_the_run_folder_and_the_epoch_a_resume_continues_from(data, tmp_path, capsys):
@@ -82,7 +97,7 @@ def test_first_line_names_the_run_folder_and_the_epoch_a_resume_continues_from(d
 def test_no_lock_file_is_left_in_the_run_folder(data, tmp_path, monkeypatch):
     Trainer(config(epochs=1), data, tmp_path / "clean", progress=False).fit()
 
-    def interrupted(self):
+    def interrupted(self, *args):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Trainer, "train_epoch", interrupted)

@@ -238,7 +238,7 @@ class TrainConfig:
         checks += [
             (self.hidden_channels > 0, f"hidden channels must be positive, got {self.hidden_channels}"),
             (0.0 <= self.beta <= 1.0, f"beta must be in [0, 1], got {self.beta}"),
-            (self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}"),
+            (self.epochs > 0, f"epochs must be positive, got {self.epochs}"),
             (
                 self.batch_size >= 2,
                 f"batch size must be >= 2 (the decoders' batch norm needs two queries a batch), got {self.batch_size}",

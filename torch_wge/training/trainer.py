@@ -2,7 +2,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union, cast
 
 import torch
 from torch import Tensor
@@ -28,6 +28,13 @@ from torch_wge.training.precision import float32_matmul_precision
 from torch_wge.training.queries import TrainingQueries
 from torch_wge.training.run_folder import RunLock, RunLog, open_run_folder, repair_best
 from torch_wge.training.trackers import Tracker
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person reads a duration: ``"42 s"``, ``"12 min"`` or ``"3.5 h"``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 class TrainingError(RuntimeError):
@@ -220,31 +227,52 @@ class Trainer:
         #: Validation and test triples ranked although their entity or relation is not in training.
         self.unseen_ranked = {split: int(unseen_triples(data, split).sum()) for split in ("valid", "test")}
         self.epoch = 0
+        #: Where a run stopped by its time limit inside an epoch left it (see :meth:`train_epoch`).
+        self.epoch_progress: Optional[Dict[str, Any]] = None
+        #: ``"time_limit"`` once the time limit has ended the run, else :obj:`None`.
+        self.stopped_by: Optional[str] = None
         self.wall_seconds = 0.0  # training and validation time over all sessions of this run
         self.best: Dict[str, Any] = {"epoch": None, "mrr": -math.inf, "evaluations_since": 0}
 
     # ----------------------------------------------------------------- steps
-    def train_epoch(self) -> float:
-        """One pass over all training queries; returns the mean batch loss.
+    def train_epoch(self, on_step: Optional[Callable[[], None]] = None) -> Optional[float]:
+        """One pass over all training queries; returns the mean batch loss, or
+        :obj:`None` when the time limit ended the epoch before its last step.
 
         The global batches of ``batch_size`` queries are
         :meth:`TrainingQueries.batch_indices`, drawn with the run's generator;
         with several processes each takes its contiguous part of every batch
         and scales its loss by its share (see
         :mod:`torch_wge.distributed.context`), and the returned loss is that
-        of the global batches."""
+        of the global batches. ``on_step`` is called after every step (a
+        progress bar's update).
+
+        The time limit is checked after every step of a one-process run: an
+        epoch it cuts short leaves :attr:`epoch_progress` (the steps done, the
+        shuffling generator's state at the epoch's start and the loss so far),
+        which ``last.pt`` keeps, so that a resumed run takes the same batches
+        from the next step on."""
         self.loss_module.train()
         world = self.dist.world_size
+        progress, self.epoch_progress = self.epoch_progress, None
         if self.dist.enabled:  # per-process dropout stream, reproducible on resume
             torch.manual_seed(dropout_seed(self.config.seed, self.epoch, self.dist.rank))
         if self.scheduler is None:  # the config's schedule
             for group, scale in zip(self.optimizer.param_groups, self._lr_scales):
                 group["lr"] = self.config.learning_rate(self.epoch) * scale
         self.epoch_lr = float(self.optimizer.param_groups[0]["lr"])
+        if progress is not None:  # the epoch a time limit cut short: its batches again, from its next step
+            self.generator.set_state(progress["shuffle"])
+        shuffle = self.generator.get_state()
         # the summed loss stays on the device: reading it each step would make a GPU's host wait
-        total, batches = torch.zeros((), dtype=torch.float64, device=self.device), 0
+        done = 0 if progress is None else progress["step"]
+        total = torch.full((), 0.0 if progress is None else progress["loss"], dtype=torch.float64, device=self.device)
+        tic = time.perf_counter()
+        chunks = self.queries.batch_indices(self.config.batch_size, self.generator)
         with float32_matmul_precision(self.config.precision):
-            for chunk in self.queries.batch_indices(self.config.batch_size, self.generator):
+            for step, chunk in enumerate(chunks):
+                if step < done:
+                    continue
                 start, stop = self.dist.shard(chunk.numel())
                 batch = self._batch(chunk[start:stop])
                 scale = world * (stop - start) / chunk.numel() if world > 1 else 1.0
@@ -257,11 +285,16 @@ class Trainer:
                 if self.ema is not None:
                     self.ema.update(self.model)
                 total += loss.detach()
-                batches += 1
+                if on_step is not None:
+                    on_step()
+                last = step + 1 == len(chunks)
+                if not last and not self.dist.enabled and self._out_of_time(time.perf_counter() - tic):
+                    self.epoch_progress = {"step": step + 1, "shuffle": shuffle, "loss": total.item()}
+                    return None
         if self.scheduler is not None:
             self.scheduler.step()
         # the global batch's loss is the mean of the processes' scaled losses
-        return self.dist.sum(total.item()) / world / max(batches, 1)
+        return self.dist.sum(total.item()) / world / max(len(chunks), 1)
 
     def _batch(self, index: Tensor) -> Tuple[Tensor, ...]:
         """The training queries ``index`` on the device: ``heads``, ``relations``,
@@ -303,6 +336,7 @@ class Trainer:
             "config": self.config.to_dict(),
             "graph": self.graph,
             "epoch": self.epoch,
+            "epoch_progress": self.epoch_progress,
             "wall_seconds": self.wall_seconds,
             "best": self.best,
             "model": self.model.state_dict(),
@@ -373,6 +407,7 @@ class Trainer:
                 raise validation.StoredError(f"{path}: ema: missing, while the run averages its weights")
             self.ema.load_state_dict(state["ema"])
         self.epoch, self.best, self.wall_seconds = state["epoch"], state["best"], state["wall_seconds"]
+        self.epoch_progress = self._stored_progress(state.get("epoch_progress"), path)
         try:
             torch.set_rng_state(state["rng"]["torch"].cpu())
             if state["rng"]["cuda"] is not None and torch.cuda.is_available():
@@ -380,6 +415,31 @@ class Trainer:
             self.generator.set_state(state["rng"]["shuffle"].cpu())
         except RuntimeError as error:
             raise validation.StoredError(f"{path}: rng: damaged random-number state ({error})") from None
+
+    def _stored_progress(self, progress: Any, path: Union[str, Path]) -> Optional[Dict[str, Any]]:
+        """The ``epoch_progress`` of a ``last.pt``, checked: :obj:`None`, or the steps done
+        (between 1 and the epoch's steps less one), the generator state and a finite loss."""
+        if progress is None:
+            return None
+        steps = self.queries.num_batches(self.config.batch_size)
+        shuffle = progress.get("shuffle") if isinstance(progress, dict) else None
+        fits = (
+            isinstance(progress, dict)
+            and set(progress) == {"step", "shuffle", "loss"}
+            and type(progress["step"]) is int
+            and 0 < progress["step"] < steps
+            and isinstance(shuffle, Tensor)
+            and shuffle.dtype == torch.uint8
+            and shuffle.shape == self.generator.get_state().shape
+            and type(progress["loss"]) is float
+            and math.isfinite(progress["loss"])
+        )
+        if not fits or self.epoch >= self.config.epochs:
+            raise validation.StoredError(
+                f"{path}: epoch_progress: not the progress of an epoch of this run "
+                f"(steps 1 to {steps - 1} of epoch {self.epoch + 1} of {self.config.epochs})"
+            )
+        return progress
 
     def _open_run_folder(self, resume: bool, overwrite: bool = False) -> Optional[Dict[str, Any]]:
         """Opens the run folder (:func:`~torch_wge.training.run_folder.open_run_folder`)
@@ -426,13 +486,23 @@ class Trainer:
                 f"give a larger limit or none to resume it"
             )
         self.log.start(self.config.to_dict(), self.epoch)
+        self._first_epoch = self.epoch
         show = self.progress and self.dist.is_main
         if show:
             tqdm.write(self._banner(resume), file=sys.stderr)
-        bar = tqdm(total=cfg.epochs, initial=self.epoch, desc="epochs", unit="epoch", disable=not show)
+        interactive = show and sys.stderr.isatty()  # bars on a terminal, else a line per epoch
+        bar = tqdm(total=cfg.epochs, initial=self.epoch, desc="epochs", unit="epoch", disable=not interactive)
+        self._estimate_epoch_time = show  # said once a session, after the first steps
         while self.epoch < cfg.epochs and not self._should_stop() and not self._out_of_time():
             tic = time.perf_counter()
-            loss = self.train_epoch()
+            loss = self._train_epoch_shown(interactive)
+            seconds = time.perf_counter() - tic
+            self.wall_seconds += seconds
+            if loss is None:  # the time limit, inside the epoch: its progress goes to last.pt
+                self.stopped_by = "time_limit"
+                if self.dist.is_main:
+                    self._save_epoch(None)
+                break
             if not math.isfinite(loss):
                 kept = f"{self.out_dir / 'last.pt'} keeps epoch {self.epoch}" if self.epoch else "nothing was saved"
                 raise TrainingError(
@@ -440,8 +510,6 @@ class Trainer:
                     f"try a lower --lr or a --grad-clip"
                 )
             self.epoch += 1
-            seconds = time.perf_counter() - tic
-            self.wall_seconds += seconds
             self.log.epoch(self.epoch, loss, self.epoch_lr, seconds, self.wall_seconds)
             new_best = None
             validated = self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs or self._out_of_time()
@@ -449,12 +517,77 @@ class Trainer:
                 new_best = self._validate(bar)
             bar.set_postfix(self._progress_figures(loss), refresh=False)
             bar.update(1)
+            if show and not interactive:
+                tqdm.write(self._epoch_line(loss, seconds, start_time), file=sys.stderr)
             if self.dist.is_main:
                 self._save_epoch(new_best)
             if validated and self.on_validation is not None:
                 self.on_validation(self.epoch, self.validation_mrr)
         bar.close()
+        if self.epoch < cfg.epochs and self._out_of_time():
+            self.stopped_by = "time_limit"
+        if show and self.stopped_by is not None:
+            tqdm.write(self._stop_line(), file=sys.stderr)
         return self._finish(time.perf_counter() - start_time)
+
+    def _train_epoch_shown(self, interactive: bool) -> Optional[float]:
+        """:meth:`train_epoch` with a progress bar over its steps on a terminal (``interactive``),
+        and the line of :meth:`_epoch_time_line` after the first steps of a session."""
+        steps = self.queries.num_batches(self.config.batch_size)
+        first = 0 if self.epoch_progress is None else self.epoch_progress["step"]
+        bar = tqdm(total=steps, initial=first, desc=f"epoch {self.epoch + 1}", unit="step", leave=False,
+                   disable=not interactive)  # fmt: skip
+        clock = [time.perf_counter()]  # before the first step, then after each, while estimating
+
+        def on_step() -> None:
+            bar.update(1)
+            if self._estimate_epoch_time:
+                clock.append(time.perf_counter())
+                if len(clock) == min(4, steps - first + 1):
+                    self._estimate_epoch_time = False
+                    tqdm.write(self._epoch_time_line(clock, steps), file=sys.stderr)
+
+        try:
+            return self.train_epoch(on_step)
+        finally:
+            bar.close()
+
+    def _stop_line(self) -> str:
+        """The line that says the time limit ended the run, and where."""
+        within = ""
+        if self.epoch_progress is not None:
+            steps = self.queries.num_batches(self.config.batch_size)
+            within = f" and {self.epoch_progress['step']} of {steps} steps of epoch {self.epoch + 1}"
+        return (
+            f"stopped by --time-limit after {self.epoch} of {self.config.epochs} epochs{within} "
+            f"(saved in {self.out_dir / 'last.pt'}; --resume with a larger limit continues it)"
+        )
+
+    def _epoch_time_line(self, step_times: List[float], steps: int) -> str:
+        """The line on the time of an epoch of ``steps`` steps, estimated from the clock
+        readings ``step_times`` (before the first step, then after each); the first step,
+        which warms up, is left out where there are more."""
+        timed = step_times[1:] if len(step_times) > 2 else step_times
+        per_step = (timed[-1] - timed[0]) / (len(timed) - 1)
+        seconds = per_step * steps
+        line = f"one epoch: about {_duration(seconds)} ({steps:,} steps of {per_step:.2f} s)"
+        if seconds <= 300:
+            return line
+        if self.config.recipe != "large":
+            hint = "--recipe large (sampled candidates, 80 epochs) suits graphs of CoDEx-M's size and larger"
+        else:
+            hint = "fewer --hidden-channels or --num-layers shorten it"
+        return f"{line}; {hint} (docs/data.md: which recipe suits which graph size)"
+
+    def _epoch_line(self, loss: float, seconds: float, start_time: float) -> str:
+        """The line of an epoch where no progress bar is shown: its loss, time and the run's ETA."""
+        done_now = max(self.epoch - self._first_epoch, 1)
+        left = (time.perf_counter() - start_time) / done_now * (self.config.epochs - self.epoch)
+        figures = self._progress_figures(loss)
+        return (
+            f"epoch {self.epoch}/{self.config.epochs} | loss {figures['loss']} | best MRR {figures['best_mrr']} | "
+            f"{seconds:.1f} s | ETA {_duration(left)}"
+        )
 
     def _banner(self, resume: bool) -> str:
         """The first line of a run: its folder, and for a resumed run the epoch it continues from."""
@@ -474,10 +607,11 @@ class Trainer:
         best = f"{self.best['mrr']:.4f}" if self.best["epoch"] is not None else "-"
         return {"loss": f"{loss:.4f}", "best_mrr": best}
 
-    def _out_of_time(self) -> bool:
-        """Whether the run's training and validation time has passed ``time_limit`` minutes."""
+    def _out_of_time(self, running: float = 0.0) -> bool:
+        """Whether the run's training and validation time, with ``running`` seconds of the epoch in
+        progress, has passed ``time_limit`` minutes."""
         limit = self.config.time_limit
-        return limit is not None and self.wall_seconds >= 60.0 * limit
+        return limit is not None and self.wall_seconds + running >= 60.0 * limit
 
     def _should_stop(self) -> bool:
         patience = self.config.patience
@@ -550,6 +684,8 @@ class Trainer:
             "config": self.config.to_dict(),
             "graph": self.graph,
             "epochs_trained": self.epoch,
+            "epochs": self.config.epochs,
+            "stopped_by": self.stopped_by,
             "best_epoch": self.best["epoch"],
             "valid": valid.to_dict(),
             "test": None if test is None else test.to_dict(),
