@@ -13,7 +13,10 @@ All read only the training triples, from any knowledge-graph layout of
 :class:`TwoViewData`, which batches entities and relation nodes each by
 their own count;
 :obj:`ENTITY_FOCUSED`, :obj:`RELATION_FOCUSED` and :obj:`LEVI` name the
-attributes of each view.
+attributes of each view. Each view carries the fingerprint of the graph it
+was built from: a view the graph no longer matches (its nodes or training
+triples changed afterwards, e.g. by ``data.subgraph(...)``) is refused by
+its readers (:func:`check_views`).
 """
 
 from torch_wge.transforms.entity_focused import EntityFocusedTransform
@@ -29,6 +32,8 @@ from torch_wge.transforms.views import (
     RELATION_FOCUSED,
     GraphView,
     TwoViewData,
+    check_views,
+    view_fingerprint,
 )
 
 __all__ = [
@@ -42,4 +47,6 @@ __all__ = [
     "ENTITY_FOCUSED",
     "RELATION_FOCUSED",
     "LEVI",
+    "check_views",
+    "view_fingerprint",
 ]

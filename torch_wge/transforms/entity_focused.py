@@ -4,7 +4,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_wge.transforms._utils import training_triples, undirected_edges
-from torch_wge.transforms.views import ENTITY_FOCUSED, TwoViewData, add_view
+from torch_wge.transforms.views import ENTITY_FOCUSED, TwoViewData, add_view, view_fingerprint
 
 
 class EntityFocusedTransform(BaseTransform):
@@ -52,7 +52,8 @@ class EntityFocusedTransform(BaseTransform):
 
     def forward(self, data: Data) -> TwoViewData:
         head, _, tail, _ = training_triples(data)
-        return add_view(data, ENTITY_FOCUSED, undirected_edges(head, tail, data.num_nodes))
+        edge_index = undirected_edges(head, tail, data.num_nodes)
+        return add_view(data, ENTITY_FOCUSED, edge_index, fingerprint=view_fingerprint(data))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"

@@ -5,7 +5,7 @@ from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from torch_wge.transforms._utils import training_triples, undirected_edges
-from torch_wge.transforms.views import LEVI, TwoViewData, add_view
+from torch_wge.transforms.views import LEVI, TwoViewData, add_view, view_fingerprint
 
 
 class LeviGraphTransform(BaseTransform):
@@ -63,7 +63,8 @@ class LeviGraphTransform(BaseTransform):
         inv_node = N + R + rel
         src = torch.cat([head, rel_node, tail, inv_node])
         dst = torch.cat([rel_node, tail, inv_node, head])
-        return add_view(data, LEVI, undirected_edges(src, dst, N + 2 * R), N + 2 * R)
+        edge_index = undirected_edges(src, dst, N + 2 * R)
+        return add_view(data, LEVI, edge_index, N + 2 * R, fingerprint=view_fingerprint(data))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"

@@ -10,7 +10,7 @@ from torch_geometric.transforms import BaseTransform
 
 from torch_wge.data import num_kg_relations
 from torch_wge.transforms._utils import training_triples, undirected_edges
-from torch_wge.transforms.views import RELATION_FOCUSED, TwoViewData, add_view
+from torch_wge.transforms.views import RELATION_FOCUSED, TwoViewData, add_view, view_fingerprint
 from torch_wge.utils.segments import expand_segments
 from torch_wge.utils.triples import add_inverse_triples, query_from_key, query_key
 
@@ -382,7 +382,8 @@ class RelationFocusedTransform(BaseTransform):
 
     def forward(self, data: Data) -> TwoViewData:
         edge_index, _ = self.extract(data)
-        return add_view(data, RELATION_FOCUSED, edge_index, int(data.num_nodes) + 2 * num_kg_relations(data))
+        num_nodes = int(data.num_nodes) + 2 * num_kg_relations(data)
+        return add_view(data, RELATION_FOCUSED, edge_index, num_nodes, fingerprint=view_fingerprint(data))
 
     def extract(self, data: Data) -> Tuple[Tensor, RelationFocusedConstraints]:
         r"""The view's edges :math:`(2, |\mathcal{E}_{rf}|)` and the pair

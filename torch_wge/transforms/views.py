@@ -1,13 +1,17 @@
 r"""Where the graph views of WGE lie on a data object, and the data class
 that batches them."""
 
+import hashlib
+import warnings
 import weakref
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 from torch_geometric.utils import sort_edge_index
+
+from torch_wge.data import check_edge_index, check_knowledge_graph, kg_triples, num_kg_relations
 
 
 class GraphView(NamedTuple):
@@ -27,21 +31,35 @@ class GraphView(NamedTuple):
     #: The stored attribute of its relation-relation edges, :math:`(2, Q)`
     #: pairs of relation nodes (lower first), one column per undirected edge.
     relation_relation_index: Optional[str] = None
+    #: The stored attribute (a python :obj:`int`; one per graph in a batch)
+    #: holding the :func:`view_fingerprint` of the graph the view was built
+    #: from, against which a reader checks the graph it is given.
+    fingerprint: Optional[str] = None
 
 
 #: :class:`~torch_wge.transforms.EntityFocusedTransform`: the entities.
-ENTITY_FOCUSED = GraphView("ef_edge_index", "num_nodes")
+ENTITY_FOCUSED = GraphView("ef_edge_index", "num_nodes", fingerprint="ef_fingerprint")
 #: :class:`~torch_wge.transforms.RelationFocusedTransform`: the entities, then
 #: the relations, then the inverse relations.
-RELATION_FOCUSED = GraphView("rf_edge_index", "rf_num_nodes", "rf_entity_relation_index", "rf_relation_relation_index")
+RELATION_FOCUSED = GraphView(
+    "rf_edge_index", "rf_num_nodes", "rf_entity_relation_index", "rf_relation_relation_index", "rf_fingerprint"
+)
 #: :class:`~torch_wge.transforms.LeviGraphTransform`: the node layout of
 #: :obj:`RELATION_FOCUSED`.
-LEVI = GraphView("levi_edge_index", "levi_num_nodes", "levi_entity_relation_index", "levi_relation_relation_index")
+LEVI = GraphView(
+    "levi_edge_index",
+    "levi_num_nodes",
+    "levi_entity_relation_index",
+    "levi_relation_relation_index",
+    "levi_fingerprint",
+)
+#: Every view of :mod:`torch_wge.transforms`.
+GRAPH_VIEWS = (ENTITY_FOCUSED, RELATION_FOCUSED, LEVI)
 
 #: The version of the attributes the views are stored in; a dataset's
 #: processed folder is keyed by it, so a changed layout is never read from
 #: an older cache.
-STORAGE_VERSION = 2
+STORAGE_VERSION = 3
 
 
 class TwoViewData(Data):
@@ -127,6 +145,21 @@ class TwoViewData(Data):
     def __setitem__(self, key: str, value: Any) -> None:
         _refuse_built(self, key)
         super().__setitem__(key, value)
+
+    def validate(self, raise_on_error: bool = True) -> bool:
+        r"""Validates the data as :meth:`torch_geometric.data.Data.validate`
+        does, and every view on it: its ids within their counts (entities in
+        :math:`[0, N)`, relation nodes in :math:`[0,` :obj:`num_relation_nodes`
+        :math:`)`) and its graph the data's own (:func:`check_views`). A
+        problem raises a :class:`ValueError` or, with
+        :obj:`raise_on_error=False`, warns and makes the result :obj:`False`."""
+        status = super().validate(raise_on_error)
+        for problem in view_problems(self, [view for view in GRAPH_VIEWS if _has_view(self, view)]):
+            status = False
+            if raise_on_error:
+                raise ValueError(problem)
+            warnings.warn(problem, stacklevel=2)
+        return status
 
     def __inc__(self, key: str, value: Any, *args, **kwargs) -> Any:
         for view in (RELATION_FOCUSED, LEVI):
@@ -224,15 +257,219 @@ def _view_edge_index(data: Data, view: GraphView) -> Optional[Tensor]:
     return edge_index
 
 
-def add_view(data: Data, view: GraphView, edge_index: Tensor, num_nodes: Optional[int] = None) -> TwoViewData:
+# Each triple (h, r, t) is mixed into two lanes, each a polynomial hash of (h, r, t) in the
+# field of integers modulo the prime 2^31 - 1, shifted and raised to the 5th power (a permutation
+# of the field, as 5 does not divide 2^31 - 2): products stay below 2^62 and the sum of a lane
+# over up to 2^32 triples below 2^63, so that nothing overflows an int64.
+_PRIME = (1 << 31) - 1
+_LANES = ((0x2545F491, 0x4F6CDD1D, 0x1B873593), (0x5851F42D, 0x68E31DA4, 0x2127599B))
+
+
+def _power5(x: Tensor) -> Tensor:
+    square = x * x % _PRIME
+    return square * square % _PRIME * x % _PRIME
+
+
+def fingerprint_triples(triples: Tensor, num_nodes: int, num_relations: int) -> int:
+    r"""An order-invariant fingerprint, in :math:`[0, 2^{63})`, of the
+    triples :obj:`triples` :math:`(T, 3)` (head, relation, tail) of a graph
+    of :obj:`num_nodes` entities and :obj:`num_relations` relations: the sum
+    over the triples of a non-linear mix of each, digested with :math:`T`,
+    :obj:`num_nodes` and :obj:`num_relations`. The same triples in another
+    order (or on another device) give the same fingerprint; other triples,
+    counts or node numberings give another but for a chance of about
+    :math:`2^{-62}` (a guard against accidents, not against a graph crafted
+    to collide). Costs a few integer operations per triple."""
+    triples = triples.long().view(-1, 3) % _PRIME
+    head, relation, tail = triples.unbind(1)
+    sums = []
+    for a, b, c in _LANES:
+        x = ((head * a + relation) % _PRIME * b + tail) % _PRIME
+        sums.append(int(_power5((x + c) % _PRIME).sum()))
+    text = f"{triples.size(0)} {int(num_nodes)} {int(num_relations)} {sums[0]} {sums[1]}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 1
+
+
+def view_fingerprint(data: Data) -> int:
+    r"""The fingerprint of what the views of :obj:`data` are built from:
+    :func:`fingerprint_triples` of its training triples
+    (:func:`~torch_wge.data.kg_triples`), its :obj:`num_nodes` and its
+    number of relations (:func:`~torch_wge.data.num_kg_relations`). The
+    transforms store it with each view (:attr:`GraphView.fingerprint`);
+    :func:`check_views` compares it with the data it is given. Raises
+    :class:`ValueError` unless :obj:`data` is a knowledge graph
+    (:func:`~torch_wge.data.check_knowledge_graph`).
+
+    Example:
+        >>> from torch_wge.testing import random_kg
+        >>> data = random_kg(10, 2, 30)
+        >>> shuffled = data.edge_subgraph(torch.randperm(data.num_edges))
+        >>> view_fingerprint(shuffled) == view_fingerprint(data)
+        True
+        >>> view_fingerprint(data.subgraph(torch.arange(9))) == view_fingerprint(data)
+        False
+    """
+    check_knowledge_graph(data)
+    return fingerprint_triples(kg_triples(data, "train"), int(data.num_nodes), num_kg_relations(data))
+
+
+def _has_view(data: Data, view: GraphView) -> bool:
+    stored = view.edge_index if view.entity_relation_index is None else view.entity_relation_index
+    return getattr(data, stored, None) is not None
+
+
+def _graph_fingerprints(data: Data) -> List[int]:
+    # one per graph: a batch of several graphs is checked graph by graph
+    if isinstance(data, Batch) and data.num_graphs > 1:
+        return [view_fingerprint(data.get_example(g)) for g in range(data.num_graphs)]
+    return [view_fingerprint(data)]
+
+
+def _stored_fingerprints(data: Data, view: GraphView) -> Optional[List[int]]:
+    value = getattr(data, view.fingerprint, None) if view.fingerprint is not None else None
+    if isinstance(value, Tensor) and not value.is_floating_point() and value.dim() <= 1:
+        return [int(v) for v in value.view(-1).tolist()]  # one per graph of a batch
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    return None
+
+
+#: How every refusal of a view that does not fit its graph ends.
+AFTER_THAT_OPERATION = "apply the view transforms (torch_wge.transforms) after that operation"
+
+
+def _id_problem(name: str, ids: Tensor, what: str, count_name: str, count: int) -> Optional[str]:
+    if ids.numel() == 0:
+        return None
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0:
+        return f"{name} holds {what} id {low}; ids must be >= 0"
+    if high >= count:
+        return f"{name} holds {what} id {high}, but the graph has {count_name}={count} (ids 0..{count - 1})"
+    return None
+
+
+def _ids_problems(data: Data, view: GraphView) -> Iterator[str]:
+    # the ids of the view within their counts: entities, then relation nodes
+    num_nodes = int(data.num_nodes)
+    try:
+        check_edge_index(getattr(data, view.edge_index), int(getattr(data, view.num_nodes)), view.edge_index)
+    except ValueError as error:
+        yield str(error)
+        return
+    if view.entity_relation_index is None or view.relation_relation_index is None:
+        return
+    num_relation_nodes = int(torch.as_tensor(data.num_relation_nodes).sum())
+    rows = [
+        (view.entity_relation_index, 0, "entity", "num_nodes", num_nodes),
+        (view.entity_relation_index, 1, "relation node", "num_relation_nodes", num_relation_nodes),
+        (view.relation_relation_index, 0, "relation node", "num_relation_nodes", num_relation_nodes),
+        (view.relation_relation_index, 1, "relation node", "num_relation_nodes", num_relation_nodes),
+    ]
+    for name, row, what, count_name, count in rows:
+        problem = _id_problem(name, data[name][row], what, count_name, count)
+        if problem is not None:
+            yield problem
+            return
+
+
+def view_problems(data: Data, views: Iterable[GraphView]) -> Iterator[str]:
+    r"""Why each view of :obj:`views` on :obj:`data` may not be read, one
+    line each, lazily; views missing from :obj:`data` are skipped. A view is
+    refused when its stored :attr:`GraphView.fingerprint` differs from
+    :func:`view_fingerprint` of :obj:`data` now, i.e. when an operation
+    changed the graph's training triples, entities or relations after the
+    view transforms (for a batch, graph by graph), and when an id lies
+    outside its count. See :func:`check_views`."""
+    views = list(views)
+    if not isinstance(data, Data):
+        names = ", ".join(view.edge_index for view in views)
+        yield (
+            f"{names} cannot be read from a {type(data).__name__}: the views are built over one knowledge "
+            f"graph as a torch_geometric.data.Data; {AFTER_THAT_OPERATION}, on a Data"
+        )
+        return
+    current: Optional[List[int]] = None
+    for view in views:
+        if not _has_view(data, view):
+            continue
+        if view.fingerprint is not None:
+            stored = _stored_fingerprints(data, view)
+            if stored is None:
+                yield (
+                    f"{view.edge_index} holds no {view.fingerprint} (the fingerprint of the graph it was built "
+                    f"from, which the transforms store with it), so it cannot be checked against the data's "
+                    f"graph; apply the view transforms (torch_wge.transforms) to the graph as it is now"
+                )
+                continue
+            if current is None:
+                try:
+                    current = _graph_fingerprints(data)
+                except (ValueError, IndexError, RuntimeError) as error:
+                    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+                    yield (
+                        f"{view.edge_index} cannot be checked against the data's training triples ({reason}): "
+                        f"an operation changed the graph after the view transforms; {AFTER_THAT_OPERATION}"
+                    )
+                    return
+            if stored != current:
+                yield (
+                    f"{view.edge_index} was built from other training triples, entities or relations than the "
+                    f"data holds now (an operation such as subgraph, edge_subgraph, RemoveIsolatedNodes or "
+                    f"RandomLinkSplit changed the graph after the view transforms); {AFTER_THAT_OPERATION}"
+                )
+                continue
+        yield from _ids_problems(data, view)
+
+
+def check_views(data: Data, views: Iterable[GraphView]) -> None:
+    r"""Raises a one-line :class:`ValueError` naming the first view of
+    :obj:`views` on :obj:`data` that may not be read: one built from another
+    graph than :obj:`data` now is (its fingerprint differs: the nodes or
+    training triples were changed after the transforms, e.g. by
+    :meth:`~torch_geometric.data.Data.subgraph`,
+    :meth:`~torch_geometric.data.Data.edge_subgraph`,
+    :class:`~torch_geometric.transforms.RemoveIsolatedNodes` or
+    :class:`~torch_geometric.transforms.RandomLinkSplit`), or one whose ids
+    do not fit its node counts. Views missing from :obj:`data` are skipped.
+    Costs one pass over the training triples;
+    :meth:`~torch_wge.nn.WGE.graph_inputs` and :meth:`TwoViewData.validate`
+    call it.
+
+    Example:
+        >>> from torch_wge.testing import random_kg
+        >>> from torch_wge.transforms import EntityFocusedTransform
+        >>> data = EntityFocusedTransform()(random_kg(10, 2, 30))
+        >>> check_views(data, [ENTITY_FOCUSED])  # as built: fine
+        >>> check_views(data.subgraph(torch.arange(9)), [ENTITY_FOCUSED])
+        Traceback (most recent call last):
+        ...
+        ValueError: ef_edge_index was built from other training triples, ... after that operation
+    """
+    for problem in view_problems(data, views):
+        raise ValueError(problem)
+
+
+def add_view(
+    data: Data,
+    view: GraphView,
+    edge_index: Tensor,
+    num_nodes: Optional[int] = None,
+    fingerprint: Optional[int] = None,
+) -> TwoViewData:
     r"""Returns :obj:`data` as a :class:`TwoViewData` (the same object if it
     is one already, else a shallow copy) with the undirected view
     :obj:`edge_index` (both directions of each edge, no self loops) stored
     in the attributes of :obj:`view`. A view over entities and relation
     nodes takes :obj:`num_nodes`, the entities and the relation nodes, and
-    is stored as its entity-relation and relation-relation pairs."""
+    is stored as its entity-relation and relation-relation pairs.
+    :obj:`fingerprint` is the :func:`view_fingerprint` of the graph the view
+    was built from (the transforms pass it); a view stored without one is
+    refused by :func:`check_views`."""
     if not isinstance(data, TwoViewData):
         data = TwoViewData.from_dict(data.to_dict())
+    if view.fingerprint is not None:
+        data[view.fingerprint] = None if fingerprint is None else int(fingerprint)  # None: a stale one removed
     if view.entity_relation_index is None or view.relation_relation_index is None:
         data[view.edge_index] = edge_index
         return data

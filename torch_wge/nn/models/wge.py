@@ -6,10 +6,9 @@ from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.typing import Adj
 
-from torch_wge.data import check_edge_index
 from torch_wge.nn.decoders import QuatEDecoder
 from torch_wge.nn.models.two_view_encoder import TwoViewEncoder
-from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED
+from torch_wge.transforms.views import ENTITY_FOCUSED, LEVI, RELATION_FOCUSED, check_views
 from torch_wge.utils.quaternion import normalize_quaternion
 from torch_wge.utils.sparse import csr_adjacency
 
@@ -186,8 +185,11 @@ class WGE(torch.nn.Module):
         passing is one sparse-dense matmul instead of a gather and a scatter
         over the edges.
 
-        A view whose ids do not fit its node count is refused with a
-        :class:`ValueError` (:func:`~torch_wge.data.check_edge_index`), and
+        A view built from another graph than :obj:`data` now is (its nodes or
+        training triples changed after the transforms, e.g. by
+        :meth:`~torch_geometric.data.Data.subgraph`) or whose ids do not fit
+        its node counts is refused with a one-line :class:`ValueError`
+        (:func:`~torch_wge.transforms.check_views`), and
         a :class:`~torch_geometric.data.Batch` of several graphs too: WGE
         embeds the entities and relations of one knowledge graph (a
         :class:`~torch_wge.nn.TwoViewEncoder` encodes a batch of graphs from
@@ -200,6 +202,7 @@ class WGE(torch.nn.Module):
         if self.encoder is None:
             return {}
         views = VIEWS[self.views]
+        check_views(data, views.values())  # stale (the graph changed after the transforms) or ids out of range
         missing = [view.edge_index for view in views.values() if getattr(data, view.edge_index, None) is None]
         if missing:
             raise ValueError(
@@ -207,8 +210,6 @@ class WGE(torch.nn.Module):
                 f"apply the matching transforms from torch_wge.transforms"
             )
         edges = {arg: getattr(data, view.edge_index) for arg, view in views.items()}
-        for arg, view in views.items():
-            check_edge_index(edges[arg], int(getattr(data, view.num_nodes)), view.edge_index)
         if not sparse:
             return edges
         dtype = self.entity_embedding.weight.dtype
