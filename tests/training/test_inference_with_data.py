@@ -43,9 +43,9 @@ def test_predict_with_data(run):
     assert [row["score"] for row in rows] == pytest.approx(scores.topk(3).values.tolist(), abs=1e-6)
     # (1, r1, 2) and (1, r1, 4) are training triples, nothing else answers (1, r1, ?)
     assert all(row["known"] == (row["entity"] in (2, 4)) for row in rows)
-    # heads of (?, r0, 1): 0 and 3; filtered out when asked
+    # heads of (?, r0, 1): 0 and 3; filtered out when asked, and so is the query's own entity 1
     heads = predict(out / "best.pt", "1", "0", predict_tails=False, top_k=6, filter_known=True, device="cpu", data=data)
-    assert {row["entity"] for row in heads} == {1, 2, 4, 5} and not any(row["known"] for row in heads)
+    assert {row["entity"] for row in heads} == {2, 4, 5} and not any(row["known"] for row in heads)
     with pytest.raises(ValueError, match=r"entity 6 must be an id in \[0, 6\)"):
         predict(out / "best.pt", 6, 0, device="cpu", data=data)
 

@@ -48,13 +48,15 @@ def load_trained(
             does not match it (other sizes, ids that name other entities or
             relations, or other training triples).
         torch_wge.training.validation.StoredError: a field of the checkpoint
-            of the wrong type or shape, or missing.
+            of the wrong type, dtype, shape or range, or missing; settings of a
+            model larger than the memory of ``device`` (checked before the data
+            is loaded or a model built).
     """
     state = load_checkpoint(checkpoint)
-    config = validation.model_checkpoint(state, checkpoint)
+    target = resolve_device(device)  # an unusable device is refused before the data is loaded
+    config = validation.model_checkpoint(state, checkpoint, target)  # sizes within the memory of `target`
     config.root = root or config.root
     config.device = device
-    resolve_device(device)  # an unusable device is refused before the data is loaded
     if data is None:
         dataset, data = load_data(config, force_reload, log)
     else:
@@ -65,7 +67,7 @@ def load_trained(
         vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
         check_vocabulary(state, vocabulary, checkpoint, where)
     check_training_triples(state, triples_fingerprint(split_triples(data, "train")), checkpoint, where)
-    model = build_model(config, data).to(resolve_device(device))
+    model = build_model(config, data).to(target)
     validation.load_weights(model, state["model"], checkpoint)
     return model.eval(), config, dataset, data
 
@@ -184,8 +186,9 @@ def predict_query(
         per answer, best first: ``entity`` (identifier), ``label`` (human
         label or ``None``), ``score`` (logit) and ``known`` (whether the
         triple is in train, valid or test). With ``filter_known`` no known
-        answer is listed (fewer than ``top_k`` rows when fewer unknown
-        entities remain).
+        answer is listed, nor the query's own entity (a query asks for other
+        entities; a known self-loop is listed without it, marked known), so
+        fewer than ``top_k`` rows come when fewer unknown entities remain.
     """
     if top_k <= 0:
         raise ValueError(f"top-k must be positive, got {top_k}")
@@ -218,7 +221,9 @@ def predict_query(
         known = triples[(triples[:, 2] == query_entity) & (triples[:, 1] == query_relation - num_relations), 0]
     is_known = torch.zeros_like(scores, dtype=torch.bool)
     is_known[known] = True
-    candidates = (~is_known).nonzero().view(-1) if filter_known else torch.arange(scores.numel())
+    left_out = is_known.clone()
+    left_out[query_entity] = True  # the query's own entity answers nothing new: (X, r, X) is no answer sought
+    candidates = (~left_out).nonzero().view(-1) if filter_known else torch.arange(scores.numel())
     values, order = scores[candidates].topk(min(top_k, candidates.numel()))
     indices = candidates[order]
     return query, [

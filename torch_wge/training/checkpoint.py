@@ -30,11 +30,16 @@ class CheckpointError(RuntimeError):
 
 def content_digest(value: Any) -> str:
     """The sha256 of ``value``: tensors (dtype, shape and bytes), numbers,
-    strings, :obj:`None` and lists, tuples and dicts of them, in order."""
+    strings, :obj:`None` and lists, tuples and dicts of them, in order.
+
+    Raises:
+        ValueError: for a tensor that is not dense (sparse, ...)."""
     digest = hashlib.sha256()
 
     def feed(item: Any) -> None:
         if isinstance(item, Tensor):
+            if item.layout != torch.strided:  # a sparse tensor of a forged file: no checkpoint holds one
+                raise ValueError(f"holds a {item.layout} tensor; checkpoints hold dense tensors only")
             flat = item.detach().cpu().contiguous().reshape(-1)
             digest.update(f"tensor {flat.dtype} {tuple(item.shape)}\n".encode())
             digest.update(flat.view(torch.uint8).numpy())  # type: ignore[arg-type]  # numpy stubs: ndarray is a Buffer only from Python 3.12
@@ -89,9 +94,13 @@ def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.devic
         raise CheckpointError(f"checkpoint {error}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a torch_wge checkpoint (expected format {FORMAT})")
+    try:
+        digest = content_digest({key: value for key, value in state.items() if key != "checksum"})
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {path} {error}; refused") from None
     if "checksum" in state:
         stored = state.pop("checksum")
-        if stored != content_digest(state):
+        if stored != digest:
             raise CheckpointError(f"checkpoint {path} is damaged: its contents no longer match its checksum")
     return state
 

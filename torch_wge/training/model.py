@@ -1,5 +1,5 @@
 import os
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 from torch_geometric.data import Data
@@ -9,11 +9,45 @@ from torch_wge.nn import WGE, OneToNLoss
 from torch_wge.training.config import TrainConfig
 from torch_wge.training.precision import PRECISIONS
 
+#: The deepest encoder a run may have. A layer adds a fixed time to every step whatever the graph's
+#: size (about 8 ms forward and backward on a CPU core, 64 quaternions on a 30-entity graph), so
+#: depth multiplies the time of each step where the floating-point count stays small: 100,000
+#: layers on 400 triples pass the memory and work estimates and take minutes a step. The paper's
+#: encoders have at most 3 layers.
+MAX_LAYERS = 100
+
+#: The most floating-point operations an epoch may need (:func:`epoch_flops`): about five hours
+#: an epoch at 60 TFLOP/s, 500 times what the paper's recipe needs on CoDEx-L with 128
+#: quaternions and 3 layers (1.9e15).
+MAX_EPOCH_FLOPS = 10**18
+
+
+def epoch_flops(config: TrainConfig, graph: Dict[str, int]) -> Tuple[int, int]:
+    r"""An estimate of the floating-point operations of one training epoch of ``config`` on a
+    graph of the sizes ``graph`` (:data:`~torch_wge.training.validation.GRAPH_KEYS`), as
+    ``(encoder, scoring)``: every step runs the encoder over the whole graph,
+    :math:`4 c^2 (N + R)` per layer (each view's :math:`c \times c` real weight on its rows:
+    entities, then entities and relation nodes; :math:`c` = 4 ``hidden_channels``), and the
+    loss scores the :math:`Q \le 2T` training queries against all entities (or the sampled
+    candidates), :math:`2 c` per score and layer; the backward pass counts twice the forward."""
+    c = 4 * config.hidden_channels
+    entities, relations = graph["num_entities"], graph["num_relations"]
+    queries = 2 * graph["num_train"]  # each triple's tail and head query: at most this many distinct
+    steps = -(-queries // config.batch_size)
+    candidates = entities if not config.candidates else min(entities, config.candidates + config.batch_size)
+    encoder = 3 * steps * config.num_layers * 4 * c * c * (entities + relations)
+    scoring = 3 * 2 * queries * candidates * c * (config.num_layers + 1)
+    return encoder, scoring
+
 
 def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.device) -> None:
     """Raises :class:`ValueError` when the model's parameters with their
     gradients and Adam state (a lower bound of what training needs) exceed
-    the memory of ``device``."""
+    the memory of ``device``, when an epoch would need more than
+    :data:`MAX_EPOCH_FLOPS` floating-point operations (:func:`epoch_flops`), or
+    when the encoder is deeper than :data:`MAX_LAYERS`: one line naming the
+    setting. The trainer calls it before it builds a model, and so do the
+    checks of a checkpoint (:func:`~torch_wge.training.validation.model_checkpoint`)."""
     c = 4 * config.hidden_channels  # real numbers per embedding
     embeddings = (graph["num_entities"] + 2 * graph["num_relations"]) * c
     layers = config.num_layers * c * c // 4
@@ -22,13 +56,25 @@ def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.devic
         available = torch.cuda.get_device_properties(device).total_memory
     else:
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    size = f"hidden_channels {config.hidden_channels}"
     if needed > available:
         # the option whose parameters are the larger part
-        size = f"hidden_channels {config.hidden_channels}"
         cause = f"num_layers {config.num_layers} ({size})" if layers > embeddings else size
         raise ValueError(
             f"{cause}: the model needs at least {needed / 2**30:.1f} GiB for its parameters, "
             f"gradients and optimiser state, more than the {available / 2**30:.1f} GiB of {device}"
+        )
+    if config.num_layers > MAX_LAYERS:
+        raise ValueError(
+            f"num_layers {config.num_layers}: at most {MAX_LAYERS} encoder layers (each adds a fixed time to "
+            f"every step, whatever the graph's size; the paper's encoders have 1 to 3)"
+        )
+    encoder, scoring = epoch_flops(config, graph)
+    if encoder + scoring > MAX_EPOCH_FLOPS:
+        cause = f"num_layers {config.num_layers} ({size})" if encoder > scoring else size
+        raise ValueError(
+            f"{cause}: an epoch needs about {encoder + scoring:.1e} floating-point operations on this graph, "
+            f"more than the {MAX_EPOCH_FLOPS:.0e} torch_wge trains (hours an epoch on the fastest GPU)"
         )
 
 

@@ -9,6 +9,7 @@ trainer. Every check here raises :class:`StoredError` (a
 """
 
 import math
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
@@ -60,48 +61,107 @@ def _finite_number(value: Any) -> bool:
     return _is(value, float) and math.isfinite(value)
 
 
-def model_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
-    """Checks the fields every checkpoint holds (``best.pt`` and ``last.pt``):
-    ``config`` (see :func:`settings`), ``graph`` (the integer sizes
-    :data:`GRAPH_KEYS`), ``epoch`` (an integer >= 0) and ``model`` (a dict
-    of tensors); returns the checkpoint's settings. The weights' names and
-    shapes are checked where they are loaded into a model
-    (:func:`load_weights`).
+def _weights_error(weights: Any) -> Optional[str]:
+    # why `weights` is no dict of the model's dense tensors: float32, int64 batch counts
+    if not isinstance(weights, dict):
+        return f"must be a dict of tensors, found {type(weights).__name__}"
+    for name, value in weights.items():
+        if not isinstance(name, str):
+            return f"weight names must be strings, found {_short(name)}"
+        if not isinstance(value, torch.Tensor):
+            return f"{_short(name)} must be a tensor, found {type(value).__name__}"
+        expected = torch.int64 if name.endswith("num_batches_tracked") else torch.float32
+        if value.layout != torch.strided or value.dtype != expected:
+            return (
+                f"weight {_short(name)} must be a dense {str(expected).removeprefix('torch.')} tensor, "
+                f"found {str(value.dtype).removeprefix('torch.')} ({value.layout})"
+            )
+    return None
+
+
+def _digest_or_none(value: Any) -> bool:
+    # a sha256 hex digest (vocabulary, training triples), or None in files written before them
+    return value is None or (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
+
+
+#: What a checkpoint's ``device`` field may read: ``cpu``, ``cuda:1``, ... (what ``str(torch.device)`` gives).
+_DEVICE = re.compile(r"[a-z][a-z0-9_]{0,15}(:[0-9]{1,4})?")
+
+#: The largest thread count or number of processes a checkpoint may record.
+MAX_COUNT = 2**20
+
+
+def model_checkpoint(state: Mapping, path: PathLike, device: Optional[Union[str, torch.device]] = None) -> TrainConfig:
+    """Checks the fields every checkpoint holds (``best.pt`` and ``last.pt``),
+    before anything is built from them: ``config`` (see :func:`settings`),
+    ``graph`` (the integer sizes :data:`GRAPH_KEYS`), the model those sizes
+    make through the trainer's own estimates of memory (on ``device``, by
+    default the CPU) and work per epoch
+    (:func:`~torch_wge.training.model.check_memory`), ``epoch`` (an integer
+    in [0, ``config.epochs``]), ``model`` (a dict of dense float32 tensors,
+    int64 batch counts), ``version`` (a short string), ``vocabulary`` and
+    ``train_triples`` (sha256 digests, or :obj:`None`) and ``valid`` (numbers,
+    in ``best.pt``); returns the checkpoint's settings. Fields it does not
+    name are never read. The weights' names and shapes are checked where they
+    are loaded into a model (:func:`load_weights`).
 
     Raises:
         StoredError: naming ``path`` and the field.
     """
+    from torch_wge.training.model import check_memory  # the model's modules: only once a checkpoint is read
+
     config = settings(_field(state, "config", dict, path, "a dict of settings"), path, "config: ")
     graph = _field(state, "graph", dict, path, "a dict of graph sizes")
     for key in GRAPH_KEYS:
-        if not (_is(graph.get(key), int) and graph[key] >= 0):
+        if not (_is(graph.get(key), int) and 0 <= graph[key] < 2**63):
             raise StoredError(f"{path}: graph: {key!r} must be an integer >= 0, found {_short(graph.get(key))}")
+    try:
+        check_memory(config, graph, torch.device(device if device is not None else "cpu"))
+    except ValueError as error:
+        sizes = ", ".join(f"{key} {graph[key]}" for key in GRAPH_KEYS[:3])
+        raise StoredError(f"{path}: config: {error} (graph: {sizes})") from None
     epoch = _field(state, "epoch", int, path, "an integer")
-    if epoch < 0:
-        raise StoredError(f"{path}: 'epoch' must be >= 0, found {epoch}")
-    weights = _field(state, "model", dict, path, "a dict of tensors")
-    for name, value in weights.items():
-        if not isinstance(value, torch.Tensor):
-            raise StoredError(f"{path}: model: {name!r} must be a tensor, found {type(value).__name__}")
+    if not 0 <= epoch <= config.epochs:
+        raise StoredError(
+            f"{path}: 'epoch' must lie in [0, {config.epochs}] (the run's epochs, config: epochs), found {_short(epoch)}"
+        )
+    wrong = _weights_error(_field(state, "model", dict, path, "a dict of tensors"))
+    if wrong is not None:
+        raise StoredError(f"{path}: model: {wrong}")
+    version = state.get("version")
+    if version is not None and not (isinstance(version, str) and len(version) <= 64 and version.isprintable()):
+        raise StoredError(f"{path}: 'version' must be a short string, found {_short(version)}")
+    for key in ("vocabulary", "train_triples"):
+        if not _digest_or_none(state.get(key)):
+            raise StoredError(f"{path}: {key!r} must be a sha256 hex digest, found {_short(state.get(key))}")
+    valid = state.get("valid")
+    if valid is not None and not (isinstance(valid, dict) and all(_is(v, float) for v in valid.values())):
+        raise StoredError(f"{path}: 'valid' must be a dict of numbers, found {_short(valid)}")
     return config
 
 
-def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
+def training_checkpoint(
+    state: Mapping, path: PathLike, device: Optional[Union[str, torch.device]] = None
+) -> TrainConfig:
     """Checks a ``last.pt`` for a resume: the fields of
     :func:`model_checkpoint` and ``optimizer`` (a dict with ``state`` and
     ``param_groups``), ``scheduler`` (a dict or :obj:`None`, if present),
     ``rng`` (``torch`` and ``shuffle`` states, byte
-    tensors, and ``cuda``, a list of them or :obj:`None`), ``best``
+    tensors, and ``cuda``, a list of them or :obj:`None`), ``world_size`` and
+    ``threads`` (integers >= 1, or absent), ``device`` (a device's name, such as
+    ``cuda:1``, or absent), ``best``
     (``epoch`` with ``mrr`` in [0, 1], or no epoch and ``mrr`` -inf before the
     first validation; ``evaluations_since``), ``best_model`` and ``ema`` (if
-    present: weights of the model's names and shapes), ``best_valid`` (numbers,
+    present: weights of the model's names, shapes and dtypes), ``best_valid`` (numbers,
     with ``best_model``) and ``wall_seconds``. A file whose checksum was
     recomputed after an edit passes the checksum, not these checks.
 
     Raises:
         StoredError: naming ``path`` and the field.
     """
-    config = model_checkpoint(state, path)
+    config = model_checkpoint(state, path, device)
     optimizer = _field(state, "optimizer", dict, path, "a dict (an optimiser's state)")
     if not (isinstance(optimizer.get("state"), dict) and isinstance(optimizer.get("param_groups"), list)):
         raise StoredError(f"{path}: optimizer: expected 'state' (a dict) and 'param_groups' (a list)")
@@ -123,9 +183,18 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
             continue
         if not _tensors(value):
             raise StoredError(f"{path}: {key!r} must be a dict of tensors or None, found {_short(value)}")
-        shapes = {name: tuple(tensor.shape) for name, tensor in value.items()}
-        if shapes != {name: tuple(tensor.shape) for name, tensor in model.items()}:
-            raise StoredError(f"{path}: {key!r}: its weights are not those of the model (other names or shapes)")
+        shapes = {name: (tuple(tensor.shape), tensor.dtype, tensor.layout) for name, tensor in value.items()}
+        if shapes != {name: (tuple(tensor.shape), tensor.dtype, tensor.layout) for name, tensor in model.items()}:
+            raise StoredError(
+                f"{path}: {key!r}: its weights are not those of the model (other names, shapes or dtypes)"
+            )
+    for key in ("world_size", "threads"):  # recorded by the run; a resume says when its own differ
+        value = state.get(key)
+        if value is not None and not (_is(value, int) and 1 <= value <= MAX_COUNT):
+            raise StoredError(f"{path}: {key!r} must be an integer in [1, {MAX_COUNT}], found {_short(value)}")
+    recorded = state.get("device")
+    if recorded is not None and not (isinstance(recorded, str) and _DEVICE.fullmatch(recorded)):
+        raise StoredError(f"{path}: 'device' must name a device (cpu, cuda:1, ...), found {_short(recorded)}")
     best = _field(state, "best", dict, path, "a dict (the best epoch so far)")
     validated = best.get("epoch") is not None
     checks = {
@@ -151,8 +220,8 @@ def training_checkpoint(state: Mapping, path: PathLike) -> TrainConfig:
 
 def load_weights(module: torch.nn.Module, weights: Dict[str, torch.Tensor], path: PathLike) -> None:
     """``module.load_state_dict(weights)``; missing or unexpected names,
-    other shapes and weights that are NaN or infinite are one line naming
-    ``path``.
+    other shapes or dtypes and weights that are NaN or infinite are one line
+    naming ``path``.
 
     Raises:
         StoredError: when the weights do not fit ``module`` or are not finite.
@@ -162,7 +231,13 @@ def load_weights(module: torch.nn.Module, weights: Dict[str, torch.Tensor], path
             f"{path}: model: written by an earlier torch_wge, whose two-view layers held a convolution per view; "
             f"this version does not read it: train the run again"
         )
+    own = module.state_dict()
     for name, value in weights.items():
+        if isinstance(value, torch.Tensor) and name in own and value.dtype != own[name].dtype:
+            raise StoredError(
+                f"{path}: model: weight {_short(name)} is {str(value.dtype).removeprefix('torch.')}, the model's "
+                f"{str(own[name].dtype).removeprefix('torch.')}"
+            )
         if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(value.isfinite().all()):
             raise StoredError(f"{path}: model: weight {name!r} holds NaN or infinite values; it cannot score")
     try:
@@ -250,7 +325,7 @@ def run_checkpoint(
         StoredError, CheckpointError: naming ``path`` and what does not fit.
     """
     state = load_checkpoint(path, map_location=map_location)
-    model_checkpoint(state, path)
+    model_checkpoint(state, path, map_location)
     check_compatible(state, config.to_dict(), graph, path)
     check_training_triples(state, train_triples, path, f"{config.dataset} (root {config.root})")
     return state
@@ -275,7 +350,7 @@ def resume_checkpoint(
     state = load_checkpoint(path, map_location=map_location)
     if "optimizer" not in state:
         raise CheckpointError(f"{path} holds no training state (only a model); it cannot be resumed")
-    training_checkpoint(state, path)
+    training_checkpoint(state, path, map_location)
     check_compatible(state, config.to_dict(), graph, path)
     check_resumable(state, config.to_dict(), path)
     where = f"{config.dataset} (root {config.root})"
@@ -302,7 +377,7 @@ def warn_rounding_changes(state: Mapping, path: PathLike, now: Dict[str, Any]) -
     in an uninterrupted run."""
     recorded = {
         "device": state.get("device"),
-        "precision": state["config"]["precision"],
+        "precision": state.get("precision", state["config"]["precision"]),  # as resolved on its device
         "threads": state.get("threads"),
         "optimizer": optimizer_step_kind(state.get("optimizer") or {}),
     }
