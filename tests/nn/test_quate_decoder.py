@@ -106,3 +106,80 @@ def test_dropout_keeps_each_element_with_probability_one_minus_p_and_scales_it()
         assert torch.allclose(out[kept], x[kept] / (1 - p), atol=1e-12)
         assert torch.allclose(dropout(x, p).mean(), x.mean(), atol=0.02)  # unbiased in expectation
     assert dropout(x, 0.5, training=False) is x and dropout(x, 0.0) is x
+
+
+def paper_query(h, r):
+    """h ⊗ r/|r| written out on the four components of each quaternion (as paper_score), in float64."""
+    a, b, c, d = h.chunk(4, dim=-1)
+    p, q, u, v = r.chunk(4, dim=-1)
+    norm = torch.sqrt(p * p + q * q + u * u + v * v)
+    p, q, u, v = p / norm, q / norm, u / norm, v / norm
+    return torch.cat(
+        [
+            a * p - b * q - c * u - d * v,
+            a * q + b * p + c * v - d * u,
+            a * u - b * v + c * p + d * q,
+            a * v + b * u - c * q + d * p,
+        ],
+        dim=-1,
+    )
+
+
+def paper_batch_norm_score(decoder, h, r, t):
+    """BN(h ⊗ r/|r|) • t with the batch norm written out (batch statistics in training)."""
+    q, norm = paper_query(h, r), decoder.batch_norm
+    if decoder.training:
+        mean, var = q.mean(0), q.var(0, unbiased=False)
+    else:
+        mean, var = norm.running_mean, norm.running_var
+    q = (q - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+    return (q * t).sum(-1)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_second_order_gradients_equal_the_written_out_formula(training):
+    torch.manual_seed(8)
+    decoder = QuatEDecoder(8, dropout=0.0).double().train(training)
+    decoder.batch_norm.running_mean.uniform_(-1, 1)
+    decoder.batch_norm.weight.data.uniform_(0.5, 1.5)
+    h, r, t = (torch.randn(5, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    assert torch.allclose(decoder.score(h, r, t), paper_batch_norm_score(decoder, h, r, t), atol=1e-10)
+    inputs = (h, r, t, decoder.batch_norm.weight)
+    vectors = [torch.randn_like(x) for x in inputs]
+
+    def hessian_vector(score):
+        grads = torch.autograd.grad(score().pow(2).sum(), inputs, create_graph=True)
+        return torch.autograd.grad(sum((g * v).sum() for g, v in zip(grads, vectors)), inputs)
+
+    ours = hessian_vector(lambda: decoder.score(h, r, t))
+    expected = hessian_vector(lambda: paper_batch_norm_score(decoder, h, r, t))
+    assert all(torch.allclose(a, b, atol=1e-9) for a, b in zip(ours, expected))
+    assert torch.autograd.gradgradcheck(lambda a, b: decoder(a, b), (h[:3], r[:3]), fast_mode=True)
+
+
+def compiled_matches_eager(backend):
+    torch._dynamo.reset()
+    torch.manual_seed(9)
+    decoder = QuatEDecoder(8, dropout=0.0).double()
+    decoder.batch_norm.running_mean.uniform_(-1, 1)
+    compiled = torch.compile(decoder, fullgraph=True, backend=backend)  # fullgraph: a graph break raises
+    h, r, x = (torch.randn(n, 8, dtype=torch.float64, requires_grad=True) for n in (5, 5, 7))
+    for training in (True, False):
+        for normalized in (False, True):
+            decoder.train(training)
+            ours = compiled(h, r, normalized)
+            expected = decoder(h, r, normalized)
+            assert torch.allclose(ours, expected, atol=1e-12)
+            grads = torch.autograd.grad((ours @ x.t()).pow(2).sum(), (h, r, x, decoder.batch_norm.weight))
+            expected_grads = torch.autograd.grad((expected @ x.t()).pow(2).sum(), (h, r, x, decoder.batch_norm.weight))
+            assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(grads, expected_grads))
+
+
+def test_compile_fullgraph_matches_eager():
+    """torch.compile traces the decoder whole (the Hamilton product as plain operations there)."""
+    compiled_matches_eager("aot_eager")
+
+
+@pytest.mark.slow  # inductor's code generation: about 15-30 s on a 2-core CPU
+def test_compile_fullgraph_with_inductor_matches_eager():
+    compiled_matches_eager("inductor")

@@ -12,10 +12,12 @@ Every function here works on the last dimension and broadcasts over the
 leading ones. A last dimension not divisible by 4 raises :class:`ValueError`.
 """
 
-from typing import Dict, List, Tuple
+from typing import Tuple
 
 import torch
 from torch import Tensor
+
+from torch_wge.utils.autograd import HamiltonProduct, hamilton_into
 
 __all__ = [
     "check_quaternion_size",
@@ -28,29 +30,17 @@ __all__ = [
 ]
 
 
-_signed_blocks_index: Dict[torch.device, Tensor] = {}  # _new_signed_blocks_index on each device, made once
-
-
-def _new_signed_blocks_index(device: torch.device) -> Tensor:
-    r"""``[16]``: component ``d`` of :math:`\mathbf{q} \otimes \mathbf{p}` is
-    :math:`\sum_b s_{bd}\, q_{b \oplus d}\, p_b` (:math:`\oplus` the exclusive or of the component
-    numbers 0-3 of r, i, j, k), and entry ``4 b + d`` is the block of :math:`[q; -q]` (eight blocks) that
-    holds :math:`s_{bd}\, q_{b \oplus d}`: the minus signs are those of the four rows ``b`` of the block
-    matrix of :func:`quaternion_matrix`, ``+ + + +``, ``- + + -``, ``- - + +`` and ``- + - +``."""
-    return torch.tensor([0, 1, 2, 3, 5, 0, 3, 6, 6, 7, 0, 1, 7, 2, 5, 0], device=device)
-
-
 def _signed_components(q: Tensor, dim: int) -> Tensor:
     r"""The 16 signed components :math:`s_{bd}\, q_{b \oplus d}` of the Hamilton product, ``(b, d)``
-    row-major along ``dim`` (of size 4 in ``q``, 16 in the result): one ``index_select`` from
-    :math:`[q; -q]`, so that a product costs a handful of kernels, forward and backward alike."""
-    if not torch.jit.is_scripting():
-        index = _signed_blocks_index.get(q.device)
-        if index is None:
-            index = _signed_blocks_index[q.device] = _new_signed_blocks_index(q.device)
-    else:  # TorchScript keeps no global state
-        index = _new_signed_blocks_index(q.device)
-    return torch.cat([q, -q], dim=dim).index_select(dim, index)
+    row-major along ``dim`` (of size 4 in ``q``, 16 in the result): component ``d`` of
+    :math:`\mathbf{q} \otimes \mathbf{p}` is :math:`\sum_b s_{bd}\, q_{b \oplus d}\, p_b`
+    (:math:`\oplus` the exclusive or of the component numbers 0-3 of r, i, j, k), and the minus
+    signs are those of the four rows ``b`` of the block matrix of :func:`quaternion_matrix`,
+    ``+ + + +``, ``- + + -``, ``- - + +`` and ``- + - +``. One ``stack`` of the components and
+    three negated ones: no index tensor, so nothing is kept between calls or moved to a device."""
+    r, i, j, k = q.unbind(dim)
+    minus_i, minus_j, minus_k = -i, -j, -k
+    return torch.stack([r, i, j, k, minus_i, r, k, minus_j, minus_j, minus_k, r, i, minus_k, j, minus_i, r], dim)
 
 
 def check_quaternion_size(size: int, name: str = "size") -> int:
@@ -75,24 +65,6 @@ def quaternion_components(q: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     return q_r, q_i, q_j, q_k
 
 
-# Component d of q ⊗ p is sum(sign * q_a * p_b) over the (a, b, sign) of HAMILTON_TERMS[d]
-# (components 0, 1, 2, 3 = r, i, j, k), as in hamilton_product's formula.
-HAMILTON_TERMS = (
-    ((0, 0, 1), (1, 1, -1), (2, 2, -1), (3, 3, -1)),
-    ((1, 0, 1), (0, 1, 1), (3, 2, -1), (2, 3, 1)),
-    ((2, 0, 1), (3, 1, 1), (0, 2, 1), (1, 3, -1)),
-    ((3, 0, 1), (2, 1, -1), (1, 2, 1), (0, 3, 1)),
-)
-
-
-def _signed_terms(d: int, conj_q: bool, conj_p: bool) -> List[Tuple[int, int, int]]:
-    """The terms of component ``d`` with the signs of conjugated operands, positive ones first."""
-    terms = [
-        (a, b, sign * (-1 if conj_q and a else 1) * (-1 if conj_p and b else 1)) for a, b, sign in HAMILTON_TERMS[d]
-    ]
-    return sorted(terms, key=lambda term: -term[2])
-
-
 def hamilton_product_into(out: Tensor, q: Tensor, p: Tensor, conj_q: bool = False, conj_p: bool = False) -> Tensor:
     r"""Writes :math:`\tilde{\mathbf{q}} \otimes \tilde{\mathbf{p}}` into
     ``out`` and returns it, with :math:`\tilde{\mathbf{q}}` the conjugate of
@@ -102,50 +74,7 @@ def hamilton_product_into(out: Tensor, q: Tensor, p: Tensor, conj_q: bool = Fals
 
     Shapes: ``q`` and ``p`` ``[..., 4n]``, broadcastable to ``out``'s shape.
     """
-    q_parts, p_parts, out_parts = q.chunk(4, dim=-1), p.chunk(4, dim=-1), out.chunk(4, dim=-1)
-    for d, part in enumerate(out_parts):
-        (a, b, sign), *rest = _signed_terms(d, conj_q, conj_p)
-        torch.mul(q_parts[a], p_parts[b], out=part)
-        if sign < 0:
-            part.neg_()
-        for a, b, sign in rest:
-            part.addcmul_(q_parts[a], p_parts[b], value=sign)
-    return out
-
-
-class _HamiltonProduct(torch.autograd.Function):
-    r""":math:`\tilde{\mathbf{q}} \otimes \tilde{\mathbf{p}}` (conjugated as :obj:`conj_q` and
-    :obj:`conj_p` say), its gradients products of the same kind: with :math:`\mathbf{g}` the output's
-    gradient, :math:`\partial / \partial \tilde{\mathbf{q}} = \mathbf{g} \otimes \bar{\tilde{\mathbf{p}}}`
-    and :math:`\partial / \partial \tilde{\mathbf{p}} = \bar{\tilde{\mathbf{q}}} \otimes \mathbf{g}`, conjugated
-    back through :math:`\overline{\mathbf{a} \otimes \mathbf{b}} = \bar{\mathbf{b}} \otimes \bar{\mathbf{a}}`
-    where the operand was. So the backward pass differentiates again."""
-
-    @staticmethod
-    def forward(ctx, q: Tensor, p: Tensor, conj_q: bool, conj_p: bool) -> Tensor:
-        ctx.save_for_backward(q, p)
-        ctx.conj = (conj_q, conj_p)
-        out = torch.empty(torch.broadcast_shapes(q.shape, p.shape), dtype=torch.result_type(q, p), device=q.device)
-        return hamilton_product_into(out, q, p, conj_q, conj_p)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        q, p = ctx.saved_tensors
-        conj_q, conj_p = ctx.conj
-        grad_q = grad_p = None
-        if ctx.needs_input_grad[0]:
-            if conj_q:
-                grad_q = _HamiltonProduct.apply(p, grad, conj_p, True)
-            else:
-                grad_q = _HamiltonProduct.apply(grad, p, False, not conj_p)
-            grad_q = grad_q.sum_to_size(q.shape)
-        if ctx.needs_input_grad[1]:
-            if conj_p:
-                grad_p = _HamiltonProduct.apply(grad, q, True, conj_q)
-            else:
-                grad_p = _HamiltonProduct.apply(q, grad, not conj_q, False)
-            grad_p = grad_p.sum_to_size(p.shape)
-        return grad_q, grad_p, None, None
+    return hamilton_into(out, q, p, conj_q, conj_p)
 
 
 def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
@@ -162,7 +91,11 @@ def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
     It is not commutative. Each component is written in place (a product and
     three fused multiply-adds), forward and backward, which takes a third of
     the kernels and two thirds of the time of the sixteen products and twelve
-    sums as separate operations; it differentiates twice.
+    sums as separate operations (:class:`~torch_wge.utils.autograd.HamiltonProduct`).
+    It differentiates to any order and runs under :mod:`torch.func` transforms
+    (``grad``, ``jvp``, ``vmap``); under :func:`torch.compile` (and TorchScript)
+    it is the sixteen products as plain operations, which the compiler fuses,
+    so that :obj:`fullgraph=True` traces it.
 
     Shapes: ``q [..., 4n]`` and ``p [..., 4n]`` (broadcastable) give ``[..., 4n]``.
 
@@ -173,12 +106,19 @@ def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
     """
     check_quaternion_size(q.size(-1), "last dimension")
     check_quaternion_size(p.size(-1), "last dimension")
-    if torch.jit.is_scripting():  # TorchScript calls no autograd Function: the 16 signed terms at once
-        n = q.size(-1) // 4
-        terms = _signed_components(q.unflatten(-1, (4, n)), dim=-2).unflatten(-2, (4, 4))  # [..., b, d, n]
-        return (terms * p.unflatten(-1, (4, n)).unsqueeze(-2)).sum(dim=-3).flatten(-2)
+    if torch.jit.is_scripting():  # TorchScript calls no autograd Function
+        return _hamilton_terms(q, p)
+    elif torch.compiler.is_compiling():  # traced as plain operations, which the compiler fuses
+        return _hamilton_terms(q, p)
     else:
-        return _HamiltonProduct.apply(q, p, False, False)
+        return HamiltonProduct.apply(q, p, False, False)
+
+
+def _hamilton_terms(q: Tensor, p: Tensor) -> Tensor:
+    r""":math:`\mathbf{q} \otimes \mathbf{p}` from the 16 signed terms at once, with plain autograd."""
+    n = q.size(-1) // 4
+    terms = _signed_components(q.unflatten(-1, (4, n)), dim=-2).unflatten(-2, (4, 4))  # [..., b, d, n]
+    return (terms * p.unflatten(-1, (4, n)).unsqueeze(-2)).sum(dim=-3).flatten(-2)
 
 
 def quaternion_conjugate(q: Tensor) -> Tensor:

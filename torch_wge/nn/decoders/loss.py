@@ -3,19 +3,23 @@ r"""1-N training objectives of WGE and QuatE (:class:`OneToNLoss`), fused with t
 Every objective scores a batch of queries :math:`q_{kb}` (``[L, B, C]``: one
 query per layer :math:`k` and batch row :math:`b`) against every entity
 :math:`x_{kn}` (``[L, N, C]``) with the logits :math:`f_{kbn} = q_{kb} \cdot
-x_{kn}`, and weights layer :math:`k` by :math:`\alpha_k`. The logits are
-never held whole: rows of queries are scored a chunk at a time, each chunk's
-loss and logit gradient are formed in place in one small reused buffer, and
-the gradients of the queries and entities are accumulated from it at once, so
-backward is two scalings.
+x_{kn}`, and weights layer :math:`k` by :math:`\alpha_k`. By default the
+logits are never held whole: rows of queries are scored a chunk at a time,
+each chunk's loss and logit gradient are formed in place in one small reused
+buffer, and the gradients of the queries and entities are accumulated from it
+at once, so backward is two scalings
+(:class:`~torch_wge.utils.autograd.FusedOneToNLoss`, first-order only). With
+:obj:`fused=False` each objective is written with plain autograd instead, for
+second-order gradients.
 """
 
-from typing import Callable, Dict, List, Optional, Protocol, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Protocol, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from torch_wge.utils.autograd import FusedOneToNLoss
 from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_conjugate, quaternion_norm
 from torch_wge.utils.triples import add_inverse_triples, query_from_key, query_key
 
@@ -129,86 +133,98 @@ def _add_at(matrix: Tensor, rows: Tensor, cols: Tensor, values: Tensor) -> None:
     matrix.view(-1).index_add_(0, rows * matrix.size(1) + cols, values.to(matrix.dtype))
 
 
-#: name -> (chunk function, divisor of a layer's summed loss as a function of
-#: the number of queries B, of entities N and of the sorted rows of the
-#: positive pairs): B N for "bce", the number of positive pairs T for
+# The same objectives with plain autograd (fused=False): the summed loss of the logits [c, N] of
+# a chunk, written with differentiable operations only, so that autograd differentiates it to any
+# order (the fused chunk functions above leave a first-order gradient in their logits instead).
+
+
+def _bce_plain(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+    off_target, on_target = 1.0 / logits.size(1), 1.0 - label_smoothing
+    return F.softplus(logits).sum() - off_target * logits.sum() - on_target * logits[rows, cols].sum()
+
+
+def _cross_entropy_plain(
+    logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float, row_weights: Tensor, pair_weights: Tensor
+) -> Tensor:
+    off_target, on_target = label_smoothing / logits.size(1), 1.0 - label_smoothing
+    per_row = torch.logsumexp(logits, dim=1, keepdim=True) - off_target * logits.sum(dim=1, keepdim=True)
+    return (per_row * row_weights).sum() - on_target * (pair_weights * logits[rows, cols]).sum()
+
+
+def _softmax_plain(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+    weights = logits.new_ones(rows.numel())
+    return _cross_entropy_plain(logits, rows, cols, label_smoothing, _answer_counts(logits, rows), weights)
+
+
+def _kl_plain(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+    answers = _answer_counts(logits, rows)
+    row_weights = (answers > 0).to(logits.dtype)
+    return _cross_entropy_plain(logits, rows, cols, label_smoothing, row_weights, 1.0 / answers[rows, 0])
+
+
+def _filtered_softmax_plain(logits: Tensor, rows: Tensor, cols: Tensor, label_smoothing: float) -> Tensor:
+    off_target, on_target = label_smoothing / logits.size(1), 1.0 - label_smoothing
+    answer_counts = _answer_counts(logits, rows)
+    answer_logits = logits[rows, cols]
+    loss = -on_target * answer_logits.sum() - off_target * (logits.sum(dim=1, keepdim=True) * answer_counts).sum()
+    is_answer = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
+    is_answer[rows, cols] = True
+    has_others = ~is_answer.all(dim=1, keepdim=True)  # [c, 1]: the row has entities that do not answer it
+    # log-sum-exp over each row's non-answers, shifted by their largest logit (a constant: the value
+    # does not depend on it); a row of answers only sums to 1 instead of 0, so that no logarithm
+    # or gradient of it is infinite, and its pairs take the answer's logit alone below
+    others = logits.masked_fill(is_answer, -torch.inf)
+    shift = torch.where(has_others, others.detach().amax(dim=1, keepdim=True), torch.zeros_like(answer_counts))
+    sums = torch.exp(others - shift).sum(dim=1, keepdim=True) + (~has_others).to(logits.dtype)
+    log_others = (sums.log() + shift).squeeze(1)[rows]
+    log_normalisers = torch.where(
+        has_others.squeeze(1)[rows], torch.logaddexp(answer_logits, log_others), answer_logits
+    )  # log Z_bt
+    return loss + log_normalisers.sum()
+
+
+class Objective(NamedTuple):
+    """A 1-N objective: its fused chunk function (the loss of a chunk's logits, leaving their
+    gradient in them), the divisor of a layer's summed loss as a function of the number of queries
+    B, of entities N and of the sorted rows of the positive pairs, and the same chunk loss with
+    plain autograd."""
+
+    chunk: Callable[[Tensor, Tensor, Tensor, float], Tensor]
+    examples: Callable[[int, int, Tensor], int]
+    plain: Callable[[Tensor, Tensor, Tensor, float], Tensor]
+
+
+#: name -> :class:`Objective`; the divisor is B N for "bce", the number of positive pairs T for
 #: "softmax" and "filtered-softmax", the number of queries with answers for "kl".
-OBJECTIVES: Dict[str, Tuple[Callable, Callable]] = {
-    "bce": (_bce_chunk, lambda num_queries, num_entities, rows: num_queries * num_entities),
-    "softmax": (_softmax_chunk, lambda num_queries, num_entities, rows: rows.numel()),
-    "kl": (_kl_chunk, lambda num_queries, num_entities, rows: torch.unique_consecutive(rows).numel()),
-    "filtered-softmax": (_filtered_softmax_chunk, lambda num_queries, num_entities, rows: rows.numel()),
+OBJECTIVES: Dict[str, Objective] = {
+    "bce": Objective(_bce_chunk, lambda num_queries, num_entities, rows: num_queries * num_entities, _bce_plain),
+    "softmax": Objective(_softmax_chunk, lambda num_queries, num_entities, rows: rows.numel(), _softmax_plain),
+    "kl": Objective(
+        _kl_chunk, lambda num_queries, num_entities, rows: torch.unique_consecutive(rows).numel(), _kl_plain
+    ),
+    "filtered-softmax": Objective(
+        _filtered_softmax_chunk, lambda num_queries, num_entities, rows: rows.numel(), _filtered_softmax_plain
+    ),
 }
 
 
-def _matmul_into(out: Tensor, a: Tensor, b: Tensor) -> None:
-    """``out = a @ b``, the product formed in the dtype of ``a`` and ``b``."""
-    if a.dtype == out.dtype:
-        torch.mm(a, b, out=out)
-    else:
-        out.copy_(a @ b)
-
-
-def _add_matmul(out: Tensor, a: Tensor, b: Tensor) -> None:
-    """``out += a @ b``, the product formed in the dtype of ``a`` and ``b``."""
-    if a.dtype == out.dtype:
-        out.addmm_(a, b)
-    else:
-        out.add_(a @ b)
-
-
-class _FusedOneToNLoss(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype, gradients):
-        # the gradients are formed with the loss, when the inputs need them (not under no_grad)
-        num_layers, num_queries, _ = queries.shape
-        num_entities = entities.size(1)
-        chunk_fn, count_examples = OBJECTIVES[objective]
-        rows, cols = positives
-        order = torch.argsort(rows, stable=True)
-        rows, cols = rows[order], cols[order]
-        normaliser = max(count_examples(num_queries, num_entities, rows), 1)
-        scale = layer_weights.to(queries.dtype) / normaliser  # [L], left on the device
-        chunk_elements = CHUNK_ELEMENTS if queries.device.type == "cpu" else GPU_CHUNK_ELEMENTS
-        chunk_rows = max(1, min(num_queries, max(MIN_CHUNK_ROWS, chunk_elements // max(num_entities, 1))))
-        if chunk_rows >= num_queries:  # one chunk, as on a GPU: its pairs are all, known without a wait
-            bounds = [0, rows.numel()]
-        else:
-            starts = torch.arange(0, num_queries + chunk_rows, chunk_rows, device=rows.device)
-            bounds = torch.searchsorted(rows, starts).tolist()
-
-        buffer = queries.new_empty(chunk_rows, num_entities)
-        grad_queries = torch.empty_like(queries) if gradients else None
-        grad_entities = torch.zeros_like(entities) if gradients else None
-        loss = queries.new_zeros(())
-        # the matmuls' operands, cast once (the loss and the gradients stay in the queries' dtype)
-        mm_queries, mm_entities = (
-            (queries, entities)
-            if matmul_dtype is None
-            else (
-                queries.to(matmul_dtype),
-                entities.to(matmul_dtype),
-            )
-        )
-        for k in range(num_layers):
-            for i, start in enumerate(range(0, num_queries, chunk_rows)):
-                stop = min(start + chunk_rows, num_queries)
-                q, logits = mm_queries[k, start:stop], buffer[: stop - start]
-                _matmul_into(logits, q, mm_entities[k].t())
-                lo, hi = bounds[i], bounds[i + 1]
-                loss += scale[k] * chunk_fn(logits, rows[lo:hi] - start, cols[lo:hi], label_smoothing)
-                if grad_queries is not None and grad_entities is not None:
-                    grad_logits = logits.mul_(scale[k]).to(q.dtype)
-                    _matmul_into(grad_queries[k, start:stop], grad_logits, mm_entities[k])
-                    _add_matmul(grad_entities[k], grad_logits.t(), q)
-        if gradients:
-            ctx.save_for_backward(grad_queries, grad_entities)
-        return loss
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        grad_queries, grad_entities = ctx.saved_tensors
-        return grad_queries * grad_output, grad_entities * grad_output, None, None, None, None, None, None
+def _plain_loss(
+    queries: Tensor,
+    entities: Tensor,
+    rows: Tensor,
+    cols: Tensor,
+    scale: Tensor,
+    plain_fn: Callable[[Tensor, Tensor, Tensor, float], Tensor],
+    label_smoothing: float,
+    matmul_dtype: Optional[torch.dtype],
+) -> Tensor:
+    """The weighted loss of :func:`one_to_n_loss` with plain autograd: each layer's logits whole."""
+    loss = queries.new_zeros(())
+    for k in range(queries.size(0)):
+        q, x = queries[k], entities[k]
+        logits = q @ x.t() if matmul_dtype is None else (q.to(matmul_dtype) @ x.to(matmul_dtype).t()).to(q.dtype)
+        loss = loss + scale[k] * plain_fn(logits, rows, cols, label_smoothing)
+    return loss
 
 
 def one_to_n_loss(
@@ -219,9 +235,10 @@ def one_to_n_loss(
     objective: str = "bce",
     label_smoothing: float = 0.1,
     matmul_dtype: Optional[torch.dtype] = None,
+    fused: bool = True,
 ) -> Tensor:
     r"""Weighted 1-N loss of the logits :math:`f_{kbn} = q_{kb} \cdot x_{kn}`
-    of :math:`L` layers, without materialising them.
+    of :math:`L` layers, without materialising them (with :obj:`fused=True`).
 
     :obj:`objective="bce"`: binary cross-entropy with the research code's
     label smoothing,
@@ -265,10 +282,17 @@ def one_to_n_loss(
         \left(\log\left(e^{f_{kbt}} + \sum_{n \in \bar A_b} e^{f_{kbn}}\right)
         - (1 - \epsilon) f_{kbt} - \frac{\epsilon}{N} \sum_n f_{kbn}\right).
 
-    Duplicate positive pairs count once per occurrence. The gradient is
-    formed during the forward pass (not when no input needs one, as under
-    :func:`torch.no_grad`), so call ``backward`` on the result (or anything
-    linear in it) once.
+    Duplicate positive pairs count once per occurrence. With :obj:`fused=True`
+    the gradient is formed during the forward pass (not when no input needs
+    one, as under :func:`torch.no_grad`), so call ``backward`` on the result
+    (or anything linear in it) once; that gradient is first-order only, and a
+    backward pass with ``create_graph=True`` raises :class:`RuntimeError`
+    (:class:`~torch_wge.utils.autograd.FusedOneToNLoss`). With
+    :obj:`fused=False` the same loss is computed with plain autograd, each
+    layer's logits held whole: slower and larger, but differentiable to any
+    order. Inside a :mod:`torch.func` transform (``grad``, ``vjp``, ...), which
+    differentiates with ``create_graph=True``, the loss is always computed
+    that way.
 
     Args:
         queries (Tensor): ``[L, B, C]`` queries :math:`q_{kb}`.
@@ -284,6 +308,10 @@ def one_to_n_loss(
             gradient are rounded to it, while the logits, the loss and the
             accumulated gradients stay in the queries' dtype.
             (default: :obj:`None`, the queries' dtype)
+        fused (bool, optional): Score a chunk of queries at a time and form
+            the gradient with the loss (first-order only); :obj:`False`
+            computes the loss with plain autograd, for second-order
+            gradients. (default: :obj:`True`)
 
     Returns:
         A scalar tensor.
@@ -299,10 +327,29 @@ def one_to_n_loss(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
+    num_layers, num_queries, _ = queries.shape
+    num_entities = entities.size(1)
+    chunk_fn, count_examples, plain_fn = OBJECTIVES[objective]
+    rows, cols = positives
+    order = torch.argsort(rows, stable=True)
+    rows, cols = rows[order], cols[order]
+    normaliser = max(count_examples(num_queries, num_entities, rows), 1)
+    scale = layer_weights.to(queries.dtype) / normaliser  # [L], left on the device
+    if not fused or torch._C._are_functorch_transforms_active():
+        return _plain_loss(queries, entities, rows, cols, scale, plain_fn, label_smoothing, matmul_dtype)
+    chunk_elements = CHUNK_ELEMENTS if queries.device.type == "cpu" else GPU_CHUNK_ELEMENTS
+    chunk_rows = max(1, min(num_queries, max(MIN_CHUNK_ROWS, chunk_elements // max(num_entities, 1))))
+    if chunk_rows >= num_queries:  # one chunk, as on a GPU: its pairs are all, known without a wait
+        bounds = [0, rows.numel()]
+    else:
+        starts = torch.arange(0, num_queries + chunk_rows, chunk_rows, device=rows.device)
+        bounds = torch.searchsorted(rows, starts).tolist()
+    # the gradients are formed with the loss, when the inputs need them (not under no_grad)
     gradients = torch.is_grad_enabled() and (queries.requires_grad or entities.requires_grad)
-    return _FusedOneToNLoss.apply(
-        queries, entities, positives, layer_weights, objective, label_smoothing, matmul_dtype, gradients
+    loss, _, _ = FusedOneToNLoss.apply(
+        queries, entities, rows, cols, bounds, scale, chunk_rows, chunk_fn, label_smoothing, matmul_dtype, gradients
     )
+    return loss
 
 
 def sample_candidates(
@@ -406,8 +453,8 @@ class OneToNLoss(torch.nn.Module):
         \mathcal{L}_{N3} + \lambda_{RP} \mathcal{L}_{RP},
 
     the 1-N objective summed over the layers with the weights
-    :math:`\alpha_k` (:func:`one_to_n_loss`, fused with the scoring matmuls:
-    the logits are never held whole), the N3 regulariser (:meth:`n3`) and
+    :math:`\alpha_k` (:func:`one_to_n_loss`, by default fused with the scoring
+    matmuls: the logits are never held whole), the N3 regulariser (:meth:`n3`) and
     relation prediction (:meth:`relation_prediction_loss`). The model keeps
     only what scores; this module holds the training recipe, as PyKEEN's
     losses do.
@@ -434,6 +481,13 @@ class OneToNLoss(torch.nn.Module):
         matmul_dtype (torch.dtype, optional): Dtype of the scoring matmuls
             (e.g. :obj:`torch.bfloat16`), see :func:`one_to_n_loss`.
             (default: :obj:`None`, the parameters' dtype)
+        fused (bool, optional): The 1-N objective fused with the scoring
+            matmuls, its gradient formed with the loss: first-order only (a
+            backward pass with ``create_graph=True`` raises
+            :class:`RuntimeError`). :obj:`False` computes it with plain
+            autograd, each layer's logits held whole, for second-order
+            gradients (Hessian-vector products, gradient penalties).
+            (default: :obj:`True`)
 
     Example:
         >>> from torch_wge.nn import WGE
@@ -453,6 +507,7 @@ class OneToNLoss(torch.nn.Module):
         relation_prediction: float = 0.0,
         candidates: int = 0,
         matmul_dtype: Optional[torch.dtype] = None,
+        fused: bool = True,
     ):
         super().__init__()
         name = self.__class__.__name__
@@ -474,6 +529,7 @@ class OneToNLoss(torch.nn.Module):
         self.relation_prediction = relation_prediction
         self.candidates = candidates
         self.matmul_dtype = matmul_dtype
+        self.fused = fused
 
     def forward(
         self,
@@ -510,6 +566,7 @@ class OneToNLoss(torch.nn.Module):
             self.objective,
             self.label_smoothing,
             self.matmul_dtype,
+            self.fused,
         )
         if self.n3 > 0:
             loss = loss + self.n3 * self.n3_term(encoded, heads, relations, positives)
@@ -584,5 +641,7 @@ class OneToNLoss(torch.nn.Module):
     def __repr__(self) -> str:
         return (
             f"{self.__class__.__name__}(objective={self.objective!r}, label_smoothing={self.label_smoothing}, "
-            f"n3={self.n3}, relation_prediction={self.relation_prediction}, candidates={self.candidates})"
+            f"n3={self.n3}, relation_prediction={self.relation_prediction}, candidates={self.candidates}"
+            + ("" if self.fused else ", fused=False")
+            + ")"
         )
