@@ -1,10 +1,7 @@
 import json
 import os
-import runpy
 import shutil
-import sys
 import urllib.error
-from pathlib import Path
 
 import pytest
 import torch
@@ -636,22 +633,6 @@ def test_disk_full_during_training(kg_folder, tmp_path, capsys, monkeypatch, ful
     assert main(argv) == 0
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log if r["event"] == "epoch"] == [1, 2, 3, 4]
-
-
-def test_example_reports_an_offline_download_in_one_line(tmp_path, capsys, monkeypatch):
-    def download_url(url, *args, **kwargs):
-        raise urllib.error.URLError("no network")
-
-    monkeypatch.setattr(datasets_base, "download_url", download_url)
-    example = Path(__file__).resolve().parents[1] / "examples" / "link_pred_codex.py"
-    monkeypatch.setattr(sys, "argv", [str(example), "--root", str(tmp_path), "--epochs", "1", "--hidden-channels", "2"])
-    with pytest.raises(SystemExit) as exit:
-        runpy.run_path(str(example), run_name="__main__")
-    assert exit.value.code == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    line = err.strip().splitlines()[-1]
-    assert "could not download" in line and str(tmp_path / "codex-s" / "raw") in line
 
 
 def test_debug_shows_the_traceback(kg_folder, capsys):

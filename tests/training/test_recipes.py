@@ -3,9 +3,6 @@
 import inspect
 import json
 import math
-import runpy
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -32,15 +29,6 @@ def log_records(folder):
     return [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
 
 
-def run_example_until_it_stops(monkeypatch, *options):
-    """Runs ``examples/link_pred_codex.py`` with ``options`` until a patched piece of it raises
-    ``SystemExit``."""
-    example = Path(__file__).resolve().parents[2] / "examples" / "link_pred_codex.py"
-    monkeypatch.setattr(sys, "argv", [str(example), *options])
-    with pytest.raises(SystemExit):
-        runpy.run_path(str(example), run_name="__main__")
-
-
 def test_paper_recipe_is_the_papers_setting():
     config = TrainConfig(recipe="paper")
     # WGE research code, CoDEx-S: Adam 5e-4 constant, batch 1024, 1-N BCE with label smoothing 0.1,
@@ -53,114 +41,13 @@ def test_paper_recipe_is_the_papers_setting():
     assert TrainConfig(recipe="paper", dataset="codex-l").lr == 1e-4  # the research code's CoDEx-L rate
 
 
-def test_the_fast_recipe_is_the_default_of_the_config_the_cli_and_the_example(monkeypatch):
-    import argparse
-
+def test_the_fast_recipe_is_the_default_of_the_config_and_the_cli():
     from torch_wge.cli import build_parser, config_from_args
 
     assert TrainConfig() == TrainConfig(recipe="fast")
     assert (TrainConfig().epochs, TrainConfig().objective, TrainConfig().weight_decay) == (500, "softmax", 0.1)
     assert config_from_args(build_parser().parse_args(["train", "--dataset", "codex-s"])).recipe == "fast"
-
-    parse_args, parsed = argparse.ArgumentParser.parse_args, {}
-
-    def parse_and_stop(self, *args, **kwargs):  # keep the example's options and run nothing
-        parsed.update(vars(parse_args(self, *args, **kwargs)))
-        raise SystemExit(0)
-
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
-    run_example_until_it_stops(monkeypatch)
-    assert parsed["recipe"] == "fast"
-
-
-@pytest.mark.parametrize("recipe", ["fast", "large"])
-def test_the_example_optimises_as_the_trainer_does(recipe, data, tmp_path, monkeypatch):
-    import torch
-
-    import torch_wge.datasets
-    import torch_wge.nn
-    import torch_wge.training.model
-
-    def random_kg_in_place_of_codex(name, root, pre_transform):  # the example's own pre-transform, on a small graph
-        assert (name, root) == ("codex-s", "data")
-        return [pre_transform(random_kg(40, 4, 400, seed=5))]
-
-    made = {}
-
-    class KeptLoss(torch_wge.nn.OneToNLoss):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made["loss"] = self
-
-    class StopAtTheOptimiser(torch.optim.AdamW):  # what the example builds, then nothing is trained
-        def __init__(self, params, **kwargs):
-            super().__init__(params, **kwargs)
-            made["optimizer"] = self
-            raise SystemExit(0)
-
-    monkeypatch.setattr(torch_wge.datasets, "get_dataset", random_kg_in_place_of_codex)
-    monkeypatch.setattr(torch_wge.training.model, "OneToNLoss", KeptLoss)  # the loss build_loss makes
-    monkeypatch.setattr(torch.optim, "AdamW", StopAtTheOptimiser)
-    run_example_until_it_stops(monkeypatch, "--recipe", recipe, "--device", "cpu")
-    monkeypatch.undo()
-
-    trainer = Trainer(TrainConfig(recipe=recipe, dataset="random"), data, tmp_path, progress=False)
-    example_defaults, trainer_defaults = made["optimizer"].defaults, trainer.optimizer.defaults
-    assert type(trainer.optimizer) is torch.optim.AdamW
-    for name in ("lr", "weight_decay", "betas", "eps", "fused"):
-        assert example_defaults[name] == trainer_defaults[name], name
-    assert repr(made["loss"]).replace("KeptLoss", "OneToNLoss") == repr(trainer.loss_fn)
-    # the recipes' values, written out: fast decays the weights, large samples 2000 candidates
-    assert (example_defaults["weight_decay"], made["loss"].candidates) == (
-        (0.1, 0) if recipe == "fast" else (0.0, 2000)
-    )
-
-
-def test_the_example_reports_every_epoch_and_an_interrupt(monkeypatch, capsys):
-    import re
-
-    import torch_wge.datasets
-    from torch_wge.training import TrainingQueries
-
-    def small_graph(name, root, pre_transform):
-        return [pre_transform(random_kg(40, 4, 400, seed=5))]
-
-    monkeypatch.setattr(torch_wge.datasets, "get_dataset", small_graph)
-    example = Path(__file__).resolve().parents[2] / "examples" / "link_pred_codex.py"
-    options = [
-        "--dataset",
-        "codex-m",
-        "--recipe",
-        "paper",
-        "--epochs",
-        "3",
-        "--hidden-channels",
-        "2",
-        "--device",
-        "cpu",
-    ]
-    monkeypatch.setattr(sys, "argv", [str(example), *options])
-    runpy.run_path(str(example), run_name="__main__")
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith(
-        "codex-m: 40 entities, 4 relations; undirected edges (each direction an edge_index column): "
-    )
-    epochs = [line for line in lines if line.startswith("epoch")]
-    assert [line.split()[1] for line in epochs] == ["1/3", "2/3", "3/3"]
-    assert all(re.search(r"loss \d+\.\d{5}  \d+\.\d s", line) for line in epochs)
-    # the paper recipe validates every 10 epochs and after the last one
-    assert ["valid MRR" in line for line in epochs] == [False, False, True]
-    assert lines[-1].startswith("best validation MRR") and "test (filtered, both directions)" in lines[-1]
-
-    def interrupted(self, *args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(TrainingQueries, "batch_indices", interrupted)
-    with pytest.raises(SystemExit) as stop:
-        runpy.run_path(str(example), run_name="__main__")
-    assert stop.value.code == 130
-    # after the line naming its thread count (see tests/training/test_threads.py)
-    assert capsys.readouterr().err.strip().splitlines()[1:] == ["link_pred_codex.py: interrupted; nothing was written"]
+    # examples/link_pred_codex.py writes the fast recipe out: tests/test_example.py
 
 
 def test_large_recipe_is_the_fast_recipe_shortened_with_a_sampled_softmax(data):

@@ -1,5 +1,7 @@
 r"""Knowledge graphs as :class:`~torch_geometric.data.Data` objects: the PyG
-layouts torch_wge reads (see :mod:`torch_wge.data.knowledge_graph`)."""
+layouts torch_wge reads (see :mod:`torch_wge.data.knowledge_graph`), and their
+1-N training queries in batches (:class:`TrainingQueries`)."""
+
 from torch_wge.data.knowledge_graph import (
     SPLITS,
     check_edge_index,
@@ -10,9 +12,11 @@ from torch_wge.data.knowledge_graph import (
     num_kg_relations,
     unseen_triples,
 )
+from torch_wge.data.queries import TrainingQueries
 
 __all__ = [
     "SPLITS",
+    "TrainingQueries",
     "check_edge_index",
     "check_knowledge_graph",
     "combine_splits",
