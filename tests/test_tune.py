@@ -371,6 +371,34 @@ def test_two_workers_share_one_study(kg_folder, tmp_path):
         assert json.loads((out / "trials" / str(trial.number) / "results.json").read_text())["epochs_trained"] == 4
 
 
+def test_workers_with_their_own_out_name_the_folder_where_the_best_trial_ran(kg_folder, tmp_path, capsys):
+    # the documented setup of several machines: one storage, each worker its own --out; here one after
+    # the other, so that each runs one trial: one of the two summaries names the other's folder
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    space = {"hidden_channels": {"type": "categorical", "choices": [2, 4]}}
+
+    def worker(name: str, trials: int) -> str:
+        argv = tune_argv(kg_folder, tmp_path, tmp_path / name, 2, space, "--trials", str(trials))
+        assert main(argv + ["--storage", storage]) == 0
+        return capsys.readouterr().out
+
+    capsys.readouterr()
+    worker("w1", 1)
+    worker("w2", 2)
+    study = optuna.load_study(study_name="wge", storage=storage)
+    assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE] * 2
+    ran = {t.number: Path(t.user_attrs["folder"]) for t in study.get_trials()}
+    assert ran == {0: tmp_path / "w1" / "trials" / "0", 1: tmp_path / "w2" / "trials" / "1"}
+    best = study.best_trial.number
+    for name in ("w1", "w2"):  # each worker's closing lines, once the study is over
+        printed = worker(name, 2)
+        line = next(line for line in printed.splitlines() if "rank the best on test once" in line)
+        named = Path(line.split("torch-wge evaluate ")[1].split(" (")[0])
+        assert named == ran[best] / "best.pt" and named.is_file(), line
+        elsewhere = ran[best].parent.parent != tmp_path / name
+        assert line.endswith(f" (trial {best} ran in the --out of another worker)") == elsewhere, line
+
+
 @pytest.mark.parametrize(
     "space, message",
     [

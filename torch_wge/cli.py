@@ -702,7 +702,7 @@ def tune_settings(args) -> Dict:
 
 def run_tune(args) -> None:
     from torch_wge.training.settings_file import read_mapping
-    from torch_wge.tune import DEFAULT_SPACE, check_space, fixed_params, run_folder, tune
+    from torch_wge.tune import DEFAULT_SPACE, best_checkpoint, check_space, fixed_params, tune
 
     base = tune_settings(args)
     space = check_space(read_mapping(args.space), args.space) if args.space else DEFAULT_SPACE
@@ -738,9 +738,10 @@ def run_tune(args) -> None:
     )
     if (out / "best.json").is_file():
         print(f"best settings in {out / 'best.json'} (torch-wge train --config {out / 'best.json'})")
-        best = run_folder(out / "trials" / str(study.best_trial.number), seed, args.seeds) / "best.pt"
+        best, where = best_checkpoint(study, out, seed, args.seeds)  # the folder of the worker that ran it
         print(
-            f"trials rank validation only; when the search is over, rank the best on test once: torch-wge evaluate {best}"
+            f"trials rank validation only; when the search is over, rank the best on test once: torch-wge evaluate "
+            f"{best}{where}"
         )
 
 

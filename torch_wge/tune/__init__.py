@@ -5,7 +5,7 @@ and for plots of a study.
 """
 
 from torch_wge.tune.space import DEFAULT_SPACE, check_space, fixed_params, suggest
-from torch_wge.tune.study import PRUNERS, load_study, read_study_file, run_folder, tune, write_best
+from torch_wge.tune.study import PRUNERS, best_checkpoint, load_study, read_study_file, run_folder, tune, write_best
 
 __all__ = [
     "DEFAULT_SPACE",
@@ -13,6 +13,7 @@ __all__ = [
     "fixed_params",
     "suggest",
     "PRUNERS",
+    "best_checkpoint",
     "load_study",
     "read_study_file",
     "run_folder",

@@ -29,7 +29,9 @@ marked failed by the next worker that looks, and its settings are queued to
 run again as a new trial, which continues the killed trial's run from its last
 checkpoint (its run folder becomes the new trial's) and keeps the validation
 MRRs it reported: a trial longer than a worker's session loses at most the
-epoch in progress.
+epoch in progress. Each trial records the folder it runs in (its user attributes ``folder`` and
+``host``): workers on one storage may each have their own ``out``, and the closing line of a worker
+names the folder of the best trial wherever it ran (:func:`best_checkpoint`).
 """
 
 import contextlib
@@ -37,6 +39,7 @@ import itertools
 import json
 import math
 import os
+import socket
 import statistics
 import time
 import warnings
@@ -476,6 +479,9 @@ class Worker:
         killed = take_over_killed_run(study.get_trials(deepcopy=False)[trial.number], self.out / "trials")
         if killed is not None:
             self.echo(f"trial {trial.number} continues the run of killed trial {killed} from its last checkpoint")
+        # where the trial runs: workers on one storage may each have their own --out (and machine)
+        trial.set_user_attr("folder", os.path.abspath(folder))
+        trial.set_user_attr("host", socket.gethostname())
         runs = seed_runs(config, folder, self.seeds)
         if self.seeds == 1:  # the run locks its folder itself
             return self.validation_mrr(trial, *runs[0], training, first=True)
@@ -565,6 +571,39 @@ def seed_runs(config: TrainConfig, trial_folder: Path, seeds: int) -> List[Tuple
         (TrainConfig.from_dict({**config.to_dict(), "seed": seed}), run_folder(trial_folder, seed, seeds))
         for seed in range(config.seed, config.seed + seeds)
     ]
+
+
+def trained_trial(study: optuna.Study, trial: FrozenTrial) -> FrozenTrial:
+    """The trial that trained the settings of ``trial``: ``trial`` itself, or the earlier trial of
+    the same settings whose value it took (``repeats``, see :func:`earlier_same_settings`)."""
+    trials = study.get_trials(deepcopy=False)
+    seen = set()
+    while isinstance(trial.user_attrs.get("repeats"), int) and trial.number not in seen:
+        seen.add(trial.number)
+        trial = trials[trial.user_attrs["repeats"]]
+    return trial
+
+
+def best_checkpoint(study: optuna.Study, out: PathLike, seed: int, seeds: int) -> Tuple[Path, str]:
+    """The ``best.pt`` of the first training seed ``seed`` of the study's best trial (of the trial
+    that trained its settings, :func:`trained_trial`), and a note on where it lies: ``""`` when it
+    lies in this worker's tune folder ``out``, else which worker's folder or machine holds it.
+    Each trial records the folder it ran in (the user attributes ``folder`` and ``host``): workers
+    on one storage may each have their own ``--out``, and a trial's run folder is that of the
+    worker that ran it."""
+    trial = trained_trial(study, study.best_trial)
+    number, here = trial.number, Path(out)
+    recorded, host = trial.user_attrs.get("folder"), trial.user_attrs.get("host")
+    if not isinstance(recorded, str):  # a trial of a study begun before trials recorded their folder
+        folder = here / "trials" / str(number)
+        note = "" if folder.is_dir() else f" (trial {number} ran in the --out of another worker: trials/{number} there)"
+        return run_folder(folder, seed, seeds) / "best.pt", note
+    mine = Path(os.path.abspath(here))
+    ran = Path(recorded)
+    if host in (None, socket.gethostname()) and ran.is_relative_to(mine):
+        return run_folder(here / ran.relative_to(mine), seed, seeds) / "best.pt", ""
+    where = "" if host in (None, socket.gethostname()) else f" on {host}"
+    return run_folder(ran, seed, seeds) / "best.pt", f" (trial {number} ran in the --out of another worker{where})"
 
 
 def take_over_killed_run(trial: FrozenTrial, trials: Path) -> Optional[int]:
