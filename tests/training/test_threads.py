@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import torch_wge
-from torch_wge.testing import random_kg
 from torch_wge.training import threads
 
 
@@ -63,57 +62,3 @@ def test_train_says_how_many_threads_it_uses(kg_folder, tmp_path, monkeypatch, c
     assert thread_lines("default") == ["torch-wge: 2 CPU thread(s) (--threads to change)"]
     assert thread_lines("given", "--threads", "1") == ["torch-wge: 1 CPU thread(s) (--threads to change)"]
     assert thread_lines("quiet", "--no-progress") == []
-
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "link_pred_codex.py"
-
-
-def run_example(monkeypatch, *options: str) -> int:
-    """Runs the example on a small graph; returns its exit code (0 when it ends without one)."""
-    import runpy
-    import sys
-
-    import torch_wge.datasets
-
-    monkeypatch.setattr(
-        torch_wge.datasets,
-        "get_dataset",
-        lambda name, root, pre_transform: [pre_transform(random_kg(40, 4, 400, seed=5))],
-    )
-    monkeypatch.setattr(
-        sys, "argv", [str(EXAMPLE), "--epochs", "1", "--hidden-channels", "2", "--device", "cpu", *options]
-    )
-    try:
-        runpy.run_path(str(EXAMPLE), run_name="__main__")
-    except SystemExit as exit:
-        return int(exit.code or 0)
-    return 0
-
-
-def test_the_example_takes_threads_and_says_how_many_it_uses(monkeypatch, capsys, restored_threads):
-    torch.set_num_threads(2)
-    monkeypatch.setattr(os, "getloadavg", lambda: (1e6, 1e6, 1e6), raising=False)  # no matter
-    assert run_example(monkeypatch) == 0
-    expected = min(2, len(os.sched_getaffinity(0)))
-    assert (
-        capsys.readouterr().err.splitlines()[0] == f"link_pred_codex.py: {expected} CPU thread(s) (--threads to change)"
-    )
-    assert torch.get_num_threads() == expected
-    assert run_example(monkeypatch, "--threads", "1") == 0
-    assert capsys.readouterr().err.splitlines()[0] == "link_pred_codex.py: 1 CPU thread(s) (--threads to change)"
-    assert torch.get_num_threads() == 1
-
-
-@pytest.mark.parametrize(
-    "value, message",
-    [
-        ("0", "argument --threads: expected an integer >= 1, got '0'"),
-        ("two", "argument --threads: expected an integer >= 1, got 'two'"),
-        ("100000", "--threads must be between 1 and the"),
-    ],
-)
-def test_the_example_refuses_a_bad_thread_count_in_one_line(value, message, monkeypatch, capsys):
-    assert run_example(monkeypatch, "--threads", value) == 2
-    captured = capsys.readouterr()
-    assert captured.out == "" and len(captured.err.splitlines()) == 1
-    assert captured.err.startswith("link_pred_codex.py: error: ") and message in captured.err
