@@ -596,7 +596,7 @@ def test_a_trial_that_fails_by_its_settings_counts_and_says_why(kg_folder, tmp_p
 def test_a_diverged_trial_is_failed_and_the_study_goes_on(kg_folder, tmp_path, monkeypatch, one_torch_thread):
     from torch_wge.training import Trainer
 
-    monkeypatch.setattr(Trainer, "train_epoch", lambda self: float("nan"))
+    monkeypatch.setattr(Trainer, "train_epoch", lambda self, *args: float("nan"))
     base = {"dataset": str(kg_folder), "root": str(tmp_path / "data"), "epochs": 2, "batch_size": 64}
     lines = []
     study = tune(base, SPACE, tmp_path / "out", trials=2, progress=False, echo=lines.append)

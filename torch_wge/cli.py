@@ -470,6 +470,7 @@ def run_train(args) -> None:
     from torch_wge.distributed import DistributedContext
     from torch_wge.training import Trainer, load_data
     from torch_wge.training.checkpoint import vocabulary_digest
+    from torch_wge.training.precision import resolve_precision
 
     config, out = train_settings(args)
     trackers = train_trackers(args.tensorboard, out)
@@ -483,7 +484,13 @@ def run_train(args) -> None:
     if context.is_main and note:
         print(note, file=sys.stderr)
     if context.is_main and not args.no_progress:
-        print(f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change)", file=sys.stderr)
+        precision = resolve_precision(config.precision, context.device)
+        chosen = f"{precision} (auto)" if config.precision == "auto" else precision
+        print(
+            f"torch-wge: {torch.get_num_threads()} CPU thread(s) (--threads to change), precision {chosen} "
+            f"(--precision to change)",
+            file=sys.stderr,
+        )
     trainer = Trainer(
         config,
         data,

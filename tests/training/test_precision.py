@@ -45,11 +45,28 @@ def test_tf32_is_the_float32_matmul_precision_while_training_and_evaluating(data
 
 
 def test_precision_may_change_on_resume_and_bad_names_are_refused(data, tmp_path, one_torch_thread):
-    config = TrainConfig(dataset="random", hidden_channels=4, batch_size=64, epochs=1, eval_every=1, seed=3)
+    config = TrainConfig(
+        dataset="random", hidden_channels=4, batch_size=64, epochs=1, eval_every=1, seed=3, precision="float32"
+    )
     Trainer(config, data, tmp_path / "run", progress=False).fit()
     config.epochs, config.precision = 2, "bf16"
     with pytest.warns(UserWarning, match="--precision float32 -> bf16"):
         result = Trainer(config, data, tmp_path / "run", progress=False).fit(resume=True)
     assert result["epochs_trained"] == 2 and result["config"]["precision"] == "bf16"
-    with pytest.raises(ValueError, match="precision must be one of float32, tf32, bf16, got 'fp16'"):
+    with pytest.raises(ValueError, match="precision must be one of auto, float32, tf32, bf16, got 'fp16'"):
         TrainConfig(precision="fp16").validate()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_is_bf16_exactly_where_the_device_has_it(data, tmp_path, monkeypatch, native, one_torch_thread):
+    from torch_wge.training.precision import resolve_precision
+    from torch_wge.utils import devices
+
+    monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset({"avx512_bf16"} if native else {"avx2"}))
+    assert TrainConfig().precision == "auto"
+    expected = "bf16" if native else "float32"
+    assert resolve_precision("auto", "cpu") == expected
+    assert resolve_precision("float32", "cpu") == "float32"  # named precisions are themselves
+    auto, named = trainer(data, tmp_path, "auto"), trainer(data, tmp_path, expected)
+    assert auto.precision == expected and auto.loss_fn.matmul_dtype == named.loss_fn.matmul_dtype
+    assert auto.train_epoch() == named.train_epoch()  # the same computation, bit for bit

@@ -9,6 +9,7 @@ import torch
 
 import torch_wge
 from torch_wge.training import threads
+from torch_wge.utils.devices import has_native_bf16
 
 
 @pytest.fixture
@@ -59,6 +60,11 @@ def test_train_says_how_many_threads_it_uses(kg_folder, tmp_path, monkeypatch, c
         assert main(argv + ["--out", str(tmp_path / out), *options]) == 0
         return [line for line in capsys.readouterr().err.splitlines() if "CPU thread(s)" in line]
 
-    assert thread_lines("default") == ["torch-wge: 2 CPU thread(s) (--threads to change)"]
-    assert thread_lines("given", "--threads", "1") == ["torch-wge: 1 CPU thread(s) (--threads to change)"]
+    auto = "bf16" if has_native_bf16("cpu") else "float32"
+    settings = f"(--threads to change), precision {auto} (auto) (--precision to change)"
+    assert thread_lines("default") == [f"torch-wge: 2 CPU thread(s) {settings}"]
+    assert thread_lines("float32", "--precision", "float32") == [
+        "torch-wge: 2 CPU thread(s) (--threads to change), precision float32 (--precision to change)"
+    ]
+    assert thread_lines("given", "--threads", "1") == [f"torch-wge: 1 CPU thread(s) {settings}"]
     assert thread_lines("quiet", "--no-progress") == []

@@ -84,7 +84,7 @@ def test_atomic_save_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch
 
 def test_logs_results_and_early_stopping(data, tmp_path, monkeypatch):
     # a model that never changes never improves after its first evaluation: patience 1 stops at epoch 4
-    monkeypatch.setattr(Trainer, "train_epoch", lambda self: 0.0)
+    monkeypatch.setattr(Trainer, "train_epoch", lambda self, *args: 0.0)
     result = Trainer(config(epochs=40, patience=1), data, tmp_path, progress=False).fit()
     assert result["epochs_trained"] == 4 and result["best_epoch"] == 2
     records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]

@@ -1,5 +1,5 @@
 from torch_wge.nn.conv import QuaternionGCNConv, TwoViewConv
-from torch_wge.nn.decoders import OneToNLoss, QuatEDecoder
+from torch_wge.nn.decoders import OneToNLoss, QuatEDecoder, auto_matmul_dtype
 from torch_wge.nn.dense import QuaternionLinear
 from torch_wge.nn.models import WGE, EncodedGraph, TwoViewEncoder
 
@@ -12,4 +12,5 @@ __all__ = [
     "TwoViewEncoder",
     "WGE",
     "EncodedGraph",
+    "auto_matmul_dtype",
 ]

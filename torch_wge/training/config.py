@@ -13,7 +13,7 @@ CHOICES = {
     "conv": ("quaternion", "gcn"),
     "objective": ("bce", "softmax", "kl", "filtered-softmax"),
     "schedule": ("constant", "cosine"),
-    "precision": ("float32", "tf32", "bf16"),
+    "precision": ("auto", "float32", "tf32", "bf16"),
     "encoder": ("sharded", "replicated"),
     "unseen": ("keep", "drop"),
 }
@@ -199,15 +199,16 @@ class TrainConfig:
     patience: Optional[int] = setting(None, "stop after this many validations without improvement (default: never)")
     time_limit: Optional[float] = setting(
         None,
-        "stop training after the epoch in which the run's training and validation, all its sessions "
+        "stop training after the step in which the run's training and validation, all its sessions "
         "together, have taken this many minutes, then evaluate the best checkpoint (a stopped run resumes "
-        "with --resume and a larger limit or none) (default: no limit)",
+        "at its next step with --resume and a larger limit or none) (default: no limit)",
     )
     precision: str = setting(
-        "float32",
-        "float32; tf32 (TensorFloat-32 matmuls on CUDA, training and evaluation); bf16 (bfloat16 operands for"
-        " the training loss's scoring matmuls, the bulk of an epoch; slower on CPUs without bf16 "
-        "instructions)",
+        "auto",
+        "auto (bf16 where the device multiplies bfloat16 natively: a CPU with AVX-512 BF16 or AMX, a CUDA GPU "
+        "from Ampere on; float32 elsewhere); float32; tf32 (TensorFloat-32 matmuls on CUDA, training and "
+        "evaluation); bf16 (bfloat16 operands for the training loss's scoring matmuls, the bulk of an epoch; "
+        "slower on CPUs without bf16 instructions)",
     )
     encoder: str = setting(
         "sharded",

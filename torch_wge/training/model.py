@@ -1,5 +1,5 @@
 import os
-from typing import Dict, Tuple
+from typing import Dict, Tuple, Union
 
 import torch
 from torch_geometric.data import Data
@@ -7,7 +7,7 @@ from torch_geometric.data import Data
 from torch_wge.data import num_kg_relations
 from torch_wge.nn import WGE, OneToNLoss
 from torch_wge.training.config import TrainConfig
-from torch_wge.training.precision import PRECISIONS
+from torch_wge.training.precision import PRECISIONS, resolve_precision
 
 #: The deepest encoder a run may have. A layer adds a fixed time to every step whatever the graph's
 #: size (about 8 ms forward and backward on a CPU core, 64 quaternions on a 30-entity graph), so
@@ -106,12 +106,14 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
     )
 
 
-def build_loss(config: TrainConfig) -> OneToNLoss:
-    """The training objective that ``config`` describes (:class:`~torch_wge.nn.OneToNLoss`), used
-    by the trainer and by scripts that train a model in their own loop.
+def build_loss(config: TrainConfig, device: Union[str, torch.device] = "cpu") -> OneToNLoss:
+    """The training objective that ``config`` describes (:class:`~torch_wge.nn.OneToNLoss`) for
+    training on ``device`` (which ``precision="auto"`` resolves on, see
+    :func:`~torch_wge.training.precision.resolve_precision`), used by the trainer and by scripts
+    that train a model in their own loop.
 
     Example:
-        >>> build_loss(TrainConfig(objective="softmax", label_smoothing=0.0, candidates=500))
+        >>> build_loss(TrainConfig(objective="softmax", label_smoothing=0.0, candidates=500, precision="float32"))
         OneToNLoss(objective='softmax', label_smoothing=0.0, n3=0.0, relation_prediction=0.0, candidates=500)
     """
     return OneToNLoss(
@@ -120,5 +122,5 @@ def build_loss(config: TrainConfig) -> OneToNLoss:
         n3=config.n3,
         relation_prediction=config.relation_prediction,
         candidates=config.candidates,
-        matmul_dtype=PRECISIONS[config.precision].loss_matmul_dtype,
+        matmul_dtype=PRECISIONS[resolve_precision(config.precision, device)].loss_matmul_dtype,
     )

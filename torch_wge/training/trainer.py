@@ -24,7 +24,7 @@ from torch_wge.training.data import graph_sizes, split_triples
 from torch_wge.training.ema import WeightAverage
 from torch_wge.training.evaluate import evaluate_model
 from torch_wge.training.model import build_loss, build_model, check_memory
-from torch_wge.training.precision import float32_matmul_precision
+from torch_wge.training.precision import float32_matmul_precision, resolve_precision
 from torch_wge.training.queries import TrainingQueries
 from torch_wge.training.run_folder import RunLock, RunLog, open_run_folder, repair_best
 from torch_wge.training.trackers import Tracker
@@ -184,7 +184,9 @@ class Trainer:
         self.dist.distribute(self.model, config.encoder)
         if self.ema is not None and config.encoder == "sharded":  # evaluated with the same shares
             self.dist.distribute(self.ema.model, config.encoder)
-        self.loss_fn = build_loss(config)
+        #: ``config.precision`` on this device (``"auto"`` resolved, see :func:`resolve_precision`).
+        self.precision = resolve_precision(config.precision, self.device)
+        self.loss_fn = build_loss(config, self.device)
         # the training loss as a module: DistributedDataParallel hooks on forward
         self.loss_module = self.dist.data_parallel(BatchLoss(self.model, self.loss_fn, self.graph_inputs))
         # AdamW with weight_decay 0 is Adam; its fused step makes one pass over each parameter: on the
@@ -269,7 +271,7 @@ class Trainer:
         total = torch.full((), 0.0 if progress is None else progress["loss"], dtype=torch.float64, device=self.device)
         tic = time.perf_counter()
         chunks = self.queries.batch_indices(self.config.batch_size, self.generator)
-        with float32_matmul_precision(self.config.precision):
+        with float32_matmul_precision(self.precision):
             for step, chunk in enumerate(chunks):
                 if step < done:
                     continue
@@ -321,7 +323,7 @@ class Trainer:
         """Filtered ranking of ``split`` (valid or test) by :attr:`evaluated_model`
         (``trained``: by the trained weights), both directions, encoder run once
         (sharded over the processes of a distributed run; every process gets the results)."""
-        with float32_matmul_precision(self.config.precision):
+        with float32_matmul_precision(self.precision):
             return evaluate_model(
                 self.model if trained else self.evaluated_model,
                 self.graph_inputs,
@@ -350,6 +352,7 @@ class Trainer:
             },
             "world_size": self.dist.world_size,
             "device": str(self.device),
+            "precision": self.precision,
             "threads": torch.get_num_threads(),
             "version": __version__,
             "vocabulary": self.vocabulary,
@@ -377,7 +380,7 @@ class Trainer:
         )
         now = {
             "device": str(self.device),
-            "precision": self.config.precision,
+            "precision": self.precision,
             "threads": torch.get_num_threads(),
             "optimizer": validation.optimizer_step_kind(self.optimizer.state_dict()),
         }
