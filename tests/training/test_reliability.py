@@ -128,6 +128,18 @@ def test_a_link_to_a_file_is_written_through(tmp_path):
     assert json.loads((tmp_path / "real.json").read_text()) == {"a": 1}
 
 
+def test_overwrite_and_resume_write_through_a_linked_last_pt_alike(data, tmp_path):
+    run, disk = tmp_path / "run", tmp_path / "disk"
+    Trainer(config(epochs=2), data, run, progress=False).fit()
+    disk.mkdir()
+    (run / "last.pt").rename(disk / "last.pt")
+    (run / "last.pt").symlink_to(disk / "last.pt")
+    Trainer(config(epochs=3), data, run, progress=False).fit(resume=True)
+    assert (run / "last.pt").is_symlink() and load_checkpoint(disk / "last.pt")["epoch"] == 3
+    Trainer(config(epochs=1), data, run, progress=False).fit(overwrite=True)  # once a regular file replaced it
+    assert (run / "last.pt").is_symlink() and load_checkpoint(disk / "last.pt")["epoch"] == 1
+
+
 def test_a_second_run_into_the_same_folder_is_refused(data, tmp_path):
     tmp_path.mkdir(exist_ok=True)
     other = RunLock(tmp_path)

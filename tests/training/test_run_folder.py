@@ -70,6 +70,21 @@ def test_a_new_run_replaces_a_run_only_with_overwrite(tmp_path, held):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
 
 
+def test_overwrite_writes_through_a_linked_last_pt_as_a_resume_does(tmp_path):
+    # the new run's checkpoints go where the links point (another disk, say), as every write does
+    folder, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    for name in ("last.pt", "log.jsonl"):
+        (elsewhere / name).write_text("the replaced run's")
+        (folder / name).symlink_to(elsewhere / name)
+    open_run_folder(folder, resume=False, overwrite=True).release()
+    assert (folder / "last.pt").is_symlink() and (folder / "log.jsonl").is_symlink()
+    assert not (elsewhere / "last.pt").exists() and not (elsewhere / "log.jsonl").exists()  # the replaced run's files
+    RunLog(folder / "log.jsonl").epoch(1, loss=1.0, lr=0.1, seconds=2.0, wall_seconds=2.0)
+    assert (folder / "log.jsonl").is_symlink() and read_log(elsewhere / "log.jsonl")[0]["epoch"] == 1
+
+
 def test_log_records_and_truncation(tmp_path):
     log = RunLog(tmp_path / "log.jsonl")
     for epoch in (1, 2, 3):

@@ -109,7 +109,9 @@ def open_run_folder(folder: Path, resume: bool, overwrite: bool = False) -> RunL
     ``log.jsonl`` or ``config.json`` but a torch_wge run's, unless ``overwrite``;
     the files of the replaced run (:data:`RUN_FILES`), or those of a run killed
     before its first checkpoint, are removed (a FIFO or device there is
-    refused, not removed).
+    refused, not removed); where one is a symbolic link, the file it points to
+    is removed and the link kept, so that the new run writes through it as a
+    resumed one does.
 
     Raises:
         NotADirectoryError: when ``folder`` is a file.
@@ -139,8 +141,8 @@ def open_run_folder(folder: Path, resume: bool, overwrite: bool = False) -> RunL
             foreign = [] if overwrite else files_of_no_run(folder)
             if foreign:
                 raise RunFolderHoldsRun(folder, resumable=False, files=foreign)
-            for name in RUN_FILES:
-                (folder / name).unlink(missing_ok=True)
+            for name in RUN_FILES:  # a symbolic link stays (written through, as on a resume): its file goes
+                io.writable_destination(folder / name).unlink(missing_ok=True)
     except BaseException:
         lock.release()
         raise
