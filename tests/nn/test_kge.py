@@ -1,6 +1,9 @@
 """torch_wge.nn.kge: QuatE and WGE behind PyG's KGEModel interface, and the
 filtered evaluator on PyG kge models."""
 
+import copy
+import pickle
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -326,3 +329,208 @@ def test_wgekge_loss_refuses_relations_outside_the_graph(kg):
     for bad in (3, -1, 5):  # query keys e * 2R + r: these would silently become other queries
         with pytest.raises(ValueError, match=r"outside the relations \[0, 3\)"):
             model.loss(torch.tensor([0]), torch.tensor([bad]), torch.tensor([1]))
+
+
+# ------------------------------------------- parameters in use, copies, torch.func, second order
+
+
+def written_out_quate(params, head, rel, tail):
+    """QuatE scores from a parameter dict, the Hamilton product written out on tensors (plain autograd)."""
+    x, w = params["node_emb.weight"], params["rel_emb.weight"]
+    n = x.size(1) // 4
+    (a, b, c, d), (p, q, u, v), t = x[head].view(-1, 4, n).unbind(1), w[rel].view(-1, 4, n).unbind(1), x[tail]
+    norm = torch.sqrt(p * p + q * q + u * u + v * v)
+    p, q, u, v = p / norm, q / norm, u / norm, v / norm
+    query = torch.cat(
+        [
+            a * p - b * q - c * u - d * v,
+            a * q + b * p + c * v - d * u,
+            a * u - b * v + c * p + d * q,
+            a * v + b * u - c * q + d * p,
+        ],
+        dim=1,
+    )
+    return (query * t).sum(-1)
+
+
+HEAD, REL, TAIL = torch.tensor([0, 4, 5, 2]), torch.tensor([1, 0, 2, 1]), torch.tensor([3, 3, 1, 0])
+
+
+def other_parameters(model, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return {name: torch.randn(p.shape, dtype=p.dtype, generator=generator) / 2 for name, p in model.named_parameters()}
+
+
+def test_quate_under_functional_call_and_torch_func_is_the_written_out_score():
+    torch.manual_seed(0)
+    model = QuatE(num_nodes=6, num_relations=3, hidden_channels=2).double()
+    for seed in (1, 2):  # a second call with other parameters scores with those
+        params = other_parameters(model, seed)
+        scores = torch.func.functional_call(model, params, (HEAD, REL, TAIL))
+        assert torch.allclose(scores, written_out_quate(params, HEAD, REL, TAIL), atol=1e-12)
+        weights = torch.randn(4, dtype=torch.float64)
+        ours = torch.func.grad(
+            lambda p: (torch.func.functional_call(model, p, (HEAD, REL, TAIL)) * weights).pow(2).sum()
+        )(params)
+        leaves = {name: p.clone().requires_grad_() for name, p in params.items()}
+        reference = (written_out_quate(leaves, HEAD, REL, TAIL) * weights).pow(2).sum()
+        expected = dict(zip(leaves, torch.autograd.grad(reference, list(leaves.values()))))
+        assert all(torch.allclose(ours[name], expected[name], atol=1e-12) for name in params)
+
+
+def test_quate_second_order_gradients_are_the_written_out_scores():
+    torch.manual_seed(3)
+    model = QuatE(num_nodes=6, num_relations=3, hidden_channels=2).double()
+    params = dict(model.named_parameters())
+    vectors = {name: torch.randn_like(p) for name, p in params.items()}
+
+    def hessian_vector(score):
+        loss = score().pow(2).sum()
+        grads = torch.autograd.grad(loss, list(params.values()), create_graph=True)
+        return torch.autograd.grad(sum((g * vectors[n]).sum() for g, n in zip(grads, params)), list(params.values()))
+
+    ours = hessian_vector(lambda: model(HEAD, REL, TAIL))
+    expected = hessian_vector(lambda: written_out_quate(params, HEAD, REL, TAIL))
+    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(ours, expected))
+    names = list(params)
+    assert torch.autograd.gradgradcheck(
+        lambda *ps: torch.func.functional_call(model, dict(zip(names, ps)), (HEAD, REL, TAIL)),
+        tuple(p.detach().requires_grad_() for p in params.values()),
+        fast_mode=True,
+    )
+
+
+def copies(model):
+    return [copy.deepcopy(model), pickle.loads(pickle.dumps(model))]
+
+
+def test_quate_copies_and_pickles_before_and_after_a_forward():
+    torch.manual_seed(4)
+    model = QuatE(num_nodes=6, num_relations=3, hidden_channels=2).double()
+    for copied in copies(model):
+        assert torch.equal(copied(HEAD, REL, TAIL), model(HEAD, REL, TAIL))
+    model(HEAD, REL, TAIL).sum().backward()
+    for copied in copies(model):
+        assert torch.equal(copied(HEAD, REL, TAIL), model(HEAD, REL, TAIL))
+
+
+def wgekge(kg, seed=0, **kwargs):
+    torch.manual_seed(seed)
+    return WGEKGE(25, 3, hidden_channels=2, data=kg, num_layers=1, dropout=0.0, **kwargs).double().eval()
+
+
+def fresh_scores(kg, state, data=None, dtype=torch.float64, **kwargs):
+    """The scores of a new model holding ``state``, on ``data`` (default: kg)."""
+    fresh = wgekge(kg, seed=99, **kwargs).to(dtype)
+    fresh.load_state_dict(state)
+    fresh.data = data if data is not None else kg
+    with torch.no_grad():
+        return fresh(HEAD, REL, TAIL)
+
+
+def test_wgekge_scores_with_the_parameters_in_use(kg):
+    """functional_call, param.data = ..., load_state_dict, in-place edits and .to() each score as a
+    new model holding the same state (the encoding cached in evaluation returned the first call's
+    scores under functional_call, and scores 3e-3 off after param.data = ...)."""
+    model = wgekge(kg)
+    with torch.no_grad():
+        first = model(HEAD, REL, TAIL)
+        for seed in (1, 2):
+            params = other_parameters(model, seed)
+            scores = torch.func.functional_call(model, params, (HEAD, REL, TAIL))
+            state = {**model.state_dict(), **params}
+            assert torch.allclose(scores, fresh_scores(kg, state), atol=1e-12)
+            assert not torch.allclose(scores, first, atol=1e-6)
+        assert torch.equal(model(HEAD, REL, TAIL), first)  # the model's own parameters again
+        # vector_to_parameters assigns param.data
+        new = other_parameters(model, 3)
+        torch.nn.utils.vector_to_parameters(
+            torch.cat([new[n].flatten() for n, _ in model.named_parameters()]), model.parameters()
+        )
+        assert torch.allclose(model(HEAD, REL, TAIL), fresh_scores(kg, model.state_dict()), atol=1e-12)
+        model.load_state_dict({**model.state_dict(), **other_parameters(model, 4)})
+        assert torch.allclose(model(HEAD, REL, TAIL), fresh_scores(kg, model.state_dict()), atol=1e-12)
+        model.wge.entity_embedding.weight.mul_(1.5)  # in place
+        model.wge.decoders[1].batch_norm.running_mean.add_(0.25)  # a buffer in place
+        assert torch.allclose(model(HEAD, REL, TAIL), fresh_scores(kg, model.state_dict()), atol=1e-12)
+        model.float()
+        assert model(HEAD, REL, TAIL).dtype == torch.float32
+        assert torch.allclose(model(HEAD, REL, TAIL), fresh_scores(kg, model.state_dict(), dtype=torch.float32))
+
+
+def test_wgekge_keeps_the_adjacencies_only_while_the_graph_is_unchanged(kg):
+    model = wgekge(kg, alpha0=0.0)  # scores from the encoder
+    first = model._graph_inputs()
+    assert model._graph_inputs() is first  # kept: built once per graph, not every call
+    data = copy.copy(kg)
+    model.data = data
+    assert model._graph_inputs() is not first
+    kept = model._graph_inputs()
+    # a view tensor edited in place (another entity-focused edge): built again, and scored on the edit
+    with torch.no_grad():
+        before = model(HEAD, REL, TAIL)
+        data.ef_edge_index = data.ef_edge_index.clone()
+        assert model._graph_inputs() is not kept
+        kept = model._graph_inputs()
+        data.ef_edge_index[:, :2] = torch.tensor([[0, 4], [4, 0]])
+        assert model._graph_inputs() is not kept
+        edited = model(HEAD, REL, TAIL)
+        assert torch.allclose(edited, fresh_scores(kg, model.state_dict(), data=data, alpha0=0.0), atol=1e-12)
+        assert not torch.allclose(edited, before, atol=1e-9)
+
+
+def test_wgekge_copies_and_pickles_before_and_after_a_forward(kg):
+    model = wgekge(kg)
+    for copied in copies(model):  # before any forward
+        with torch.no_grad():
+            assert torch.equal(copied(HEAD, REL, TAIL), model(HEAD, REL, TAIL))
+    model.train()
+    model.loss(HEAD, REL, TAIL).backward()  # after a forward and a backward (deepcopy crashed here)
+    model.eval()
+    with torch.no_grad():
+        expected = model(HEAD, REL, TAIL)
+    for copied in copies(model):
+        assert copied._graph is None  # rebuilt from the copy's own data
+        with torch.no_grad():
+            assert torch.equal(copied(HEAD, REL, TAIL), expected)
+        copied.data.ef_edge_index[:, :2] = torch.tensor([[0, 4], [4, 0]])  # the copy's graph is its own
+    with torch.no_grad():
+        assert torch.equal(model(HEAD, REL, TAIL), expected)
+
+
+class LossOf(torch.nn.Module):
+    """A model's ``loss`` as a module's forward, for torch.func.functional_call."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *triples):
+        return self.model.loss(*triples)
+
+
+# not strict: it passes once nn/conv runs inside torch.func (then drop the mark); a wrong gradient still fails
+ENCODER_UNDER_TORCH_FUNC = pytest.mark.xfail(
+    raises=RuntimeError,
+    reason="nn/conv: the encoder does not run inside torch.func yet (its CSR matmul Function lacked setup_context; "
+    "its normalisation builds a CSR tensor inside the transform); WGEKGE's own adjacencies are built outside it",
+)
+
+
+@pytest.mark.parametrize("num_layers", [0, pytest.param(1, marks=ENCODER_UNDER_TORCH_FUNC)])
+def test_wgekge_under_torch_func_grad_equals_autograd(kg, num_layers):
+    """torch.func.grad of the scores and of the loss (which takes the plain-autograd 1-N loss
+    there), against plain autograd on the same model; the graph is first built inside the transform.
+    In evaluation mode: in training, batch norm updates its running statistics in place, which
+    torch.func refuses for any module whose buffers are not the transform's inputs."""
+    torch.manual_seed(5)
+    model = WGEKGE(25, 3, hidden_channels=2, data=kg, num_layers=num_layers).double().eval()
+    for module, fn in ((model, lambda out: out.pow(2).sum()), (LossOf(model), lambda out: out)):
+        params = {name: p.detach().clone() for name, p in module.named_parameters()}
+        model._graph = None  # built inside torch.func.grad
+        ours = torch.func.grad(lambda p: fn(torch.func.functional_call(module, p, (HEAD, REL, TAIL))))(params)
+        module.zero_grad()
+        fn(module(HEAD, REL, TAIL)).backward()
+        for name, p in module.named_parameters():
+            expected = p.grad if p.grad is not None else torch.zeros_like(p)
+            assert torch.allclose(ours[name], expected, atol=1e-12), name

@@ -278,3 +278,175 @@ def test_hooks_on_the_decoders_fire_whenever_the_model_scores(data):
     model.score_triples(encoded, heads, relations, tails)
     OneToNLoss()(model, encoded, heads, relations, torch.tensor([[0, 1], [1, 2]]))
     assert seen == [(k, (2, 8)) for _ in range(3) for k in range(3)]
+
+
+# ------------------------------------------- second order, torch.func, parameters in use, copies
+
+
+def written_out_hamilton(q, p):
+    """The Hamilton product of the appendix on the four blocks of each operand (plain autograd)."""
+    a1, b1, c1, d1 = q.chunk(4, dim=-1)
+    a2, b2, c2, d2 = p.chunk(4, dim=-1)
+    return torch.cat(
+        [
+            a1 * a2 - b1 * b2 - c1 * c2 - d1 * d2,
+            a1 * b2 + b1 * a2 + c1 * d2 - d1 * c2,
+            a1 * c2 - b1 * d2 + c1 * a2 + d1 * b2,
+            a1 * d2 + b1 * c2 - c1 * b2 + d1 * a2,
+        ],
+        dim=-1,
+    )
+
+
+def dense_wge_bce(model, data, heads, relations, positives, eps=0.1):
+    """WGE's 1-N BCE loss in evaluation mode from dense float64 equations: the encoder layers of
+    dense_two_view (dense normalised adjacencies), each decoder's batch-normed query written out."""
+    import dense_two_view
+
+    dense_two_view_hamilton = dense_two_view.hamilton_product
+    dense_two_view.hamilton_product = written_out_hamilton  # nothing of the package's product
+    try:
+        x, rel = model.entity_embedding.weight, model.relation_embedding.weight
+        states = [(x, rel)]
+        for conv in model.encoder.convs:
+            states.append(dense_two_view.two_view_layer(conv, *states[-1], data.ef_edge_index, data.rf_edge_index))
+    finally:
+        dense_two_view.hamilton_product = dense_two_view_hamilton
+    targets = torch.zeros(heads.numel(), x.size(0), dtype=torch.float64)
+    targets[positives[0], positives[1]] = 1.0
+    targets = (1 - eps) * targets + 1.0 / x.size(0)
+    loss = 0.0
+    for weight, decoder, (x, rel) in zip(model.layer_weights.tolist(), model.decoders, states):
+        r = rel[relations].view(-1, 4, rel.size(1) // 4)
+        unit = (r / r.pow(2).sum(1, keepdim=True).sqrt()).flatten(1)
+        norm = decoder.batch_norm
+        q = (written_out_hamilton(x[heads], unit) - norm.running_mean) / torch.sqrt(norm.running_var + norm.eps)
+        logits = (q * norm.weight + norm.bias) @ x.t()
+        loss = loss + weight * F.binary_cross_entropy_with_logits(logits, targets)
+    return loss
+
+
+def randomized(data, **kwargs):
+    from dense_two_view import randomize
+
+    torch.manual_seed(1)
+    model = WGE(data.num_nodes, data.num_relations, hidden_channels=2, num_layers=1, dropout=0.0, **kwargs)
+    model = model.double().eval()
+    for conv in model.encoder.convs:
+        randomize(conv)
+    for decoder in model.decoders:
+        decoder.batch_norm.running_mean.normal_()
+        decoder.batch_norm.running_var.uniform_(0.5, 2.0)
+        decoder.batch_norm.weight.data.normal_()
+    return model
+
+
+BATCH = (torch.tensor([0, 3, 7, 12]), torch.tensor([0, 4, 5, 1]), torch.tensor([[0, 1, 1, 3], [5, 2, 9, 7]]))
+
+
+# not strict: it passes with nn/conv's twice-differentiable CSR matmul (then drop the mark); a wrong Hessian fails
+CSR_MATMUL_TWICE = pytest.mark.xfail(
+    raises=RuntimeError,
+    reason="nn/conv: the CSR matmul's backward was not differentiable (addmm with out= under create_graph=True)",
+)
+
+
+@pytest.mark.parametrize("sparse", [False, pytest.param(True, marks=CSR_MATMUL_TWICE)])
+def test_second_order_gradients_through_the_unfused_loss_equal_the_dense_equations(data, sparse):
+    """Hessian-vector products of WGE's loss (OneToNLoss(fused=False)) on every parameter equal
+    those of the dense float64 equations, through the edge_index and the CSR (default) inputs."""
+    model = randomized(data)
+    inputs = model.graph_inputs(data, sparse=sparse)
+    heads, relations, positives = BATCH
+    params = [p for p in model.parameters()]
+    vectors = [torch.randn_like(p) for p in params]
+
+    def hessian_vector(loss):
+        grads = torch.autograd.grad(loss(), params, create_graph=True)
+        return torch.autograd.grad(sum((g * v).sum() for g, v in zip(grads, vectors)), params)
+
+    loss_fn = OneToNLoss(fused=False)
+    ours = hessian_vector(lambda: loss_fn(model, model.encode(**inputs), heads, relations, positives))
+    expected = hessian_vector(lambda: dense_wge_bce(model, data, heads, relations, positives))
+    loss = loss_fn(model, model.encode(**inputs), heads, relations, positives)
+    assert torch.allclose(loss, dense_wge_bce(model, data, heads, relations, positives), atol=1e-12)
+    for (name, _), got, want in zip(model.named_parameters(), ours, expected):
+        assert torch.allclose(got, want, atol=1e-9), name
+    # the fused loss refuses a second differentiation rather than giving another Hessian
+    with pytest.raises(RuntimeError, match="fused=False"):
+        torch.autograd.grad(OneToNLoss()(model, model.encode(**inputs), *BATCH), params, create_graph=True)
+
+
+def other_parameters(model, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return {name: torch.randn(p.shape, dtype=p.dtype, generator=generator) / 2 for name, p in model.named_parameters()}
+
+
+def test_functional_call_scores_with_the_parameters_given(data):
+    model = randomized(data)
+    inputs = model.graph_inputs(data)
+    heads, relations, _ = BATCH
+    with torch.no_grad():
+        own = model(heads, relations, **inputs)
+        for seed in (1, 2):
+            params = other_parameters(model, seed)
+            got = torch.func.functional_call(model, params, (heads, relations), inputs)
+            fresh = randomized(data)
+            fresh.load_state_dict({**model.state_dict(), **params})
+            assert torch.allclose(got, fresh(heads, relations, **fresh.graph_inputs(data)), atol=1e-12)
+            assert not torch.allclose(got, own, atol=1e-6)
+        assert torch.equal(model(heads, relations, **inputs), own)
+
+
+# not strict: it passes once nn/conv runs inside torch.func (then drop the mark); a wrong gradient still fails
+ENCODER_UNDER_TORCH_FUNC = pytest.mark.xfail(
+    raises=RuntimeError,
+    reason="nn/conv: the encoder does not run inside torch.func yet (its CSR matmul Function lacked setup_context; "
+    "its normalisation builds a CSR tensor inside the transform)",
+)
+
+
+@pytest.mark.parametrize("num_layers", [0, pytest.param(1, marks=ENCODER_UNDER_TORCH_FUNC)])
+def test_torch_func_grad_of_scores_and_loss_equals_autograd(data, num_layers):
+    torch.manual_seed(2)
+    model = WGE(data.num_nodes, data.num_relations, hidden_channels=2, num_layers=num_layers).double().eval()
+    inputs = model.graph_inputs(data)
+    heads, relations, positives = BATCH
+    loss_fn = OneToNLoss("filtered-softmax")
+
+    def loss(output):
+        return output.pow(2).mean()
+
+    params = {name: p.detach().clone() for name, p in model.named_parameters()}
+    for fused_loss in (False, True):
+
+        def scalar(p):
+            if not fused_loss:
+                return loss(torch.func.functional_call(model, p, (heads, relations), inputs))
+            with torch.nn.utils.stateless._reparametrize_module(model, p):
+                return loss_fn(model, model.encode(**inputs), heads, relations, positives)
+
+        ours = torch.func.grad(scalar)(params)
+        model.zero_grad()
+        if fused_loss:
+            loss_fn(model, model.encode(**inputs), heads, relations, positives).backward()
+        else:
+            loss(model(heads, relations, **inputs)).backward()
+        for name, p in model.named_parameters():
+            expected = p.grad if p.grad is not None else torch.zeros_like(p)
+            assert torch.allclose(ours[name], expected, atol=1e-12), name
+
+
+def test_copies_and_pickles_before_and_after_a_forward(data):
+    import pickle
+
+    model = randomized(data)
+    heads, relations, positives = BATCH
+    for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert torch.equal(
+            copied(heads, relations, **copied.graph_inputs(data)), model(heads, relations, **model.graph_inputs(data))
+        )
+    OneToNLoss()(model, model.encode(**model.graph_inputs(data)), heads, relations, positives).backward()
+    expected = model(heads, relations, **model.graph_inputs(data))
+    for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert torch.equal(copied(heads, relations, **copied.graph_inputs(data)), expected)

@@ -1,7 +1,9 @@
-from typing import Any, Callable, Dict, Optional, Tuple
+from contextlib import nullcontext
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch._functorch.pyfunctorch import temporarily_clear_interpreter_stack
 from torch_geometric.data import Data
 from torch_geometric.nn.kge import KGEModel
 from torch_geometric.typing import Adj
@@ -24,13 +26,24 @@ class WGEKGE(OneToNTest, KGEModel):
     of :obj:`loss_fn`, the 1-N objective for the batch's queries
     :math:`(h, r, ?)` and :math:`(t, r^{-1}, ?)` against all entities (the
     negatives are all other entities, so :meth:`random_sample` is not used).
-    In evaluation (:meth:`eval` mode without gradients, as in PyG's
-    :meth:`~torch_geometric.nn.kge.KGEModel.test`) the encoding is computed
-    once and reused until a parameter changes (an optimizer step or a loaded
-    state dict); :meth:`test` encodes once and scores chunks of queries
-    against all entities, as the evaluator does. For ranking, :meth:`query_score_fn` scores queries
-    against all entities; :meth:`torch_wge.evaluation.LinkPredictionEvaluator.evaluate`
-    uses it. The :obj:`node_emb` and :obj:`rel_emb` of
+    Each call of :meth:`forward` or :meth:`loss` encodes the graph: no
+    encoding is kept from one call to the next, so that scores always follow
+    the parameters in use (after an optimizer step, a loaded state dict,
+    ``param.data = ...``, in-place edits, or under
+    :func:`torch.func.functional_call`); code that scores queries by many
+    calls of :meth:`forward` (PyG's own
+    :meth:`~torch_geometric.nn.kge.KGEModel.test`) encodes once per call.
+    :meth:`test` encodes once and scores chunks of queries against all
+    entities, as the evaluator does; for ranking, :meth:`query_score_fn`
+    encodes once and scores queries against all entities
+    (:meth:`torch_wge.evaluation.LinkPredictionEvaluator.evaluate` uses it).
+    What is kept is the encoder's adjacencies built from :obj:`data`'s views
+    (:meth:`WGE.graph_inputs <torch_wge.nn.WGE.graph_inputs>`), which depend
+    on the graph only: they are built (and the views checked against the
+    graph) again when :obj:`data` or one of its attributes is replaced, a
+    tensor of it is edited in place, or the embeddings' device or dtype
+    changes; a copy (:func:`copy.deepcopy`, :mod:`pickle`) starts without
+    them. The :obj:`node_emb` and :obj:`rel_emb` of
     :class:`~torch_geometric.nn.kge.KGEModel` are WGE's embeddings.
 
     Args:
@@ -72,11 +85,13 @@ class WGEKGE(OneToNTest, KGEModel):
         self.loss_fn = loss_fn if loss_fn is not None else OneToNLoss()
         self.data = data
         self.wge.graph_inputs(data)  # fails early when a view is missing
-        self._graph_inputs: Dict[str, Adj] = {}
-        self._graph_key: Optional[Tuple[Any, ...]] = None
-        self._graph_data: Optional[Data] = None
-        self._encoded: Optional[EncodedGraph] = None
-        self._encoded_key: Optional[Tuple[Any, ...]] = None
+        self._graph: Optional[Tuple[Tuple[Any, ...], Dict[str, Adj]]] = None  # (its source, the adjacencies)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # a copy or a pickle starts without the adjacencies: they are rebuilt from its data
+        state = self.__dict__.copy()
+        state["_graph"] = None
+        return state
 
     @property
     def node_emb(self) -> torch.nn.Embedding:
@@ -89,20 +104,42 @@ class WGEKGE(OneToNTest, KGEModel):
     def reset_parameters(self):
         self.wge.reset_parameters()
 
-    def _encode(self) -> EncodedGraph:
+    def _graph_source(self, weight: Tensor) -> Optional[Tuple[Any, ...]]:
+        """What the adjacencies of :obj:`data` are built from: the data object, every attribute of
+        it (a tensor as the object and its version counter, which in-place edits advance), and the
+        embeddings' device and dtype; :obj:`None` where a version cannot be read (an inference
+        tensor), so that nothing is kept."""
+        attributes: List[Tuple[Any, ...]] = []
+        for store in self.data.stores:
+            for name, value in store.items():
+                if isinstance(value, Tensor):
+                    try:
+                        attributes.append((name, value, value._version))
+                    except RuntimeError:  # an inference tensor has no version counter
+                        return None
+                else:
+                    attributes.append((name, value))
+        return (self.data, weight.device, weight.dtype, *attributes)
+
+    def _graph_inputs(self) -> Dict[str, Adj]:
+        r"""The adjacency arguments of :meth:`WGE.encode <torch_wge.nn.WGE.encode>` for
+        :obj:`data`, on the embeddings' device and in their dtype: built by
+        :meth:`WGE.graph_inputs <torch_wge.nn.WGE.graph_inputs>` (which checks the views against
+        the graph) and kept while the data object, each of its attributes (the same objects, no
+        tensor edited in place) and the embeddings' device and dtype stay the same."""
         weight = self.wge.entity_embedding.weight
-        key = (id(self.data), weight.device, weight.dtype)  # this data, on the embeddings' device and dtype
-        if self._graph_key != key or self._graph_data is not self.data:
-            self._graph_inputs = {k: v.to(weight.device) for k, v in self.wge.graph_inputs(self.data).items()}
-            self._graph_key, self._graph_data = key, self.data
-        if self.training or torch.is_grad_enabled():
-            self._encoded, self._encoded_key = None, None
-            return self.wge.encode(**self._graph_inputs)
-        # evaluation: one encoding while no parameter or buffer changes
-        versions = (self._graph_key, tuple(t._version for t in (*self.parameters(), *self.buffers())))
-        if self._encoded is None or self._encoded_key != versions:
-            self._encoded, self._encoded_key = self.wge.encode(**self._graph_inputs), versions
-        return self._encoded
+        source = self._graph_source(weight)
+        if self._graph is not None and source is not None and _same(self._graph[0], source):
+            return self._graph[1]
+        # the adjacencies are constants of the graph: built as plain tensors inside a torch.func transform too
+        with temporarily_clear_interpreter_stack() if torch._C._are_functorch_transforms_active() else nullcontext():
+            inputs = {k: v.to(weight.device) for k, v in self.wge.graph_inputs(self.data).items()}
+        self._graph = None if source is None else (source, inputs)
+        return inputs
+
+    def _encode(self) -> EncodedGraph:
+        """The graph encoded with the parameters in use, anew on every call."""
+        return self.wge.encode(**self._graph_inputs())
 
     def forward(self, head_index: Tensor, rel_type: Tensor, tail_index: Tensor) -> Tensor:
         return self.wge.score_triples(self._encode(), head_index, rel_type, tail_index)
@@ -116,3 +153,13 @@ class WGEKGE(OneToNTest, KGEModel):
         of :math:`(e_b, r_b, ?)`, relation ids in :math:`[0, 2R)`."""
         encoded = self._encode()
         return lambda entities, relations: self.wge.score_all(encoded, entities, relations)
+
+
+def _same(first: Any, second: Any) -> bool:
+    """Whether two graph sources are the same: tensors, data and other objects compared by identity,
+    numbers, strings, devices and dtypes by value, tuples item by item."""
+    if isinstance(first, tuple) and isinstance(second, tuple):
+        return len(first) == len(second) and all(_same(a, b) for a, b in zip(first, second))
+    if isinstance(first, (bool, int, float, str, torch.device, torch.dtype)) and type(first) is type(second):
+        return first == second
+    return first is second
