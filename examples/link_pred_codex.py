@@ -1,7 +1,7 @@
 """Link prediction with WGE: a PyG dataset with its two graph views as transforms, the WGE model,
 a plain loop over batches of 1-N queries, filtered ranking of the validation and test triples.
 The settings are the fast recipe of `torch-wge train`, which trains the same model the same way
-(with --precision float32) and adds checkpoints, resuming and logs. Named datasets are downloaded
+and adds checkpoints, resuming and logs. Named datasets are downloaded
 to --root (docs/data.md: placing the files by hand); a folder of triples is read where it is:
 
     python examples/link_pred_codex.py                           # CoDEx-S, 500 epochs
@@ -21,7 +21,7 @@ import torch_geometric.transforms as T
 from torch_wge.data import TrainingQueries, kg_triples
 from torch_wge.datasets import DATASETS, DownloadError, get_dataset
 from torch_wge.evaluation import LinkPredictionEvaluator
-from torch_wge.nn import WGE, OneToNLoss
+from torch_wge.nn import WGE, OneToNLoss, auto_matmul_dtype
 from torch_wge.transforms import EntityFocusedTransform, RelationFocusedTransform
 
 # The fast recipe (docs/recipes.md; tests/test_example.py checks that the two agree).
@@ -73,13 +73,17 @@ def main(args: argparse.Namespace) -> None:
         fail(error)
     num_entities, num_relations = data.num_nodes, data.num_relations
     print(f"{args.dataset}: {num_entities:,} entities, {num_relations:,} relations, {data.num_edges:,} triples")
+    print(
+        f"scoring matmuls in {auto_matmul_dtype(device) or torch.float32} on {device}, {torch.get_num_threads()} threads"
+    )
 
     # 2. The model, its objective and optimiser; graph_inputs: the views as CSR adjacencies.
     torch.manual_seed(args.seed)  # the initial weights and dropout masks of `torch-wge train --seed`
     model = WGE(num_entities, num_relations, hidden_channels=HIDDEN_CHANNELS, num_layers=NUM_LAYERS,
                 alpha0=ALPHA0, dropout=DROPOUT, batch_norm=True).to(device)  # fmt: skip
     graph = {name: adj.to(device) for name, adj in model.graph_inputs(data).items()}
-    loss_fn = OneToNLoss(objective=OBJECTIVE, label_smoothing=LABEL_SMOOTHING)
+    # bfloat16 scoring matmuls where the device has them in hardware (as `torch-wge train`'s default)
+    loss_fn = OneToNLoss(objective=OBJECTIVE, label_smoothing=LABEL_SMOOTHING, matmul_dtype=auto_matmul_dtype(device))
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, fused=True)
 
     # 3. The 1-N training queries: each distinct (head, relation), inverse relations r + R

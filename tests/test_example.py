@@ -15,6 +15,7 @@ import torch
 
 import torch_wge.datasets.base as datasets_base
 import torch_wge.nn
+from torch_wge.nn import auto_matmul_dtype
 from torch_wge.testing import random_kg, write_triples_folder
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "link_pred_codex.py"
@@ -76,7 +77,7 @@ def test_the_example_holds_the_fast_recipe():
                 constants += [name.id for name in names if isinstance(name, ast.Name) and name.id.isupper()]
     settings = {name.lower(): example[name] for name in constants}
     assert len(settings) == 15
-    fast = TrainConfig(recipe="fast", precision="float32")
+    fast = TrainConfig(recipe="fast")
     assert settings == {name: getattr(fast, name) for name in settings}
     # the recipe's settings the example does not name: off in the recipe and by default in OneToNLoss
     unnamed = set(RECIPES["fast"]) - set(settings)
@@ -84,7 +85,6 @@ def test_the_example_holds_the_fast_recipe():
     loss_defaults = inspect.signature(OneToNLoss).parameters
     assert all(RECIPES["fast"][name] == loss_defaults[name].default == 0 for name in ("candidates", "n3"))
     assert RECIPES["fast"]["relation_prediction"] == loss_defaults["relation_prediction"].default == 0
-    assert loss_defaults["matmul_dtype"].default is None  # float32 scoring, as --precision float32
     assert RECIPES["fast"]["ema_decay"] == 0  # the trained weights themselves
     assert RECIPES["fast"]["schedule"] == "cosine"  # the example's learning_rate, equal to the recipe's:
     for epochs in (1, 2, 5, 6, 7, 80, 500):
@@ -121,7 +121,7 @@ def test_the_example_trains_the_model_of_the_trainer_the_same_way(tmp_path, monk
     monkeypatch.undo()
     printed = [float(loss) for loss in re.findall(r"loss (\d+\.\d+)", capsys.readouterr().out)]
 
-    config = TrainConfig(dataset=str(folder), root=str(tmp_path / "data"), epochs=2, precision="float32", device="cpu")
+    config = TrainConfig(dataset=str(folder), root=str(tmp_path / "data"), epochs=2, device="cpu")  # precision auto
     trainer = Trainer(config, load_data(config, log=False)[1], tmp_path / "run", progress=False)
     assert trainer.queries.num_batches(config.batch_size) == 3
     trainer.fit()
@@ -145,6 +145,8 @@ def test_the_example_runs_on_a_folder_of_triples(small_kg, tmp_path):
     assert "Traceback" not in run.stderr and "an epoch takes about" not in run.stderr
     lines = run.stdout.splitlines()
     assert lines[0] == f"{small_kg}: 40 entities, 4 relations, 400 triples"
+    dtype = "torch.bfloat16" if auto_matmul_dtype("cpu") is not None else "torch.float32"
+    assert re.fullmatch(rf"scoring matmuls in {dtype} on cpu, \d+ threads", lines[1])
     epochs = [line for line in lines if line.startswith("epoch")]
     assert [line.split()[1] for line in epochs] == ["1/2", "2/2"]
     assert all(re.search(r"loss \d+\.\d{5}  \d+\.\d s.*  ETA \d+\.\d min$", line) for line in epochs)
