@@ -98,22 +98,57 @@ def test_flow_target_to_source_with_flipped_edges():
     assert torch.allclose(conv(x, edge_index), flipped(x, edge_index.flip(0)), atol=1e-6)
 
 
-def test_cached_normalisation_belongs_to_its_graph():
+def test_cached_is_gcn_convs_transductive_cache():
+    from torch_geometric.nn import GCNConv
+
     graph_a, graph_b = random_graph(6, 12, 5), random_graph(6, 12, 7)
     x = torch.randn(6, 4, dtype=torch.float64)
     conv = QuaternionGCNConv(4, 4, cached=True).double()
+    gcn = GCNConv(4, 4, cached=True).double()
     calls = []
     hook = conv.register_propagate_forward_pre_hook(lambda module, inputs: calls.append(inputs[0]))
     out_a = conv(x, graph_a)
-    assert torch.allclose(conv(x, graph_a), out_a) and calls[0] is calls[1]  # reused for the same tensor
-    # another graph, the same graph modified in place, or another dtype: normalised anew, never stale
+    assert torch.allclose(out_a, dense_reference(conv, x, graph_a), atol=1e-12)
+    # as GCNConv: the first graph's normalisation is used for every later call (transductive learning)
+    gcn_a = gcn(x, graph_a)
+    assert torch.equal(conv(x, graph_b), out_a) and torch.equal(gcn(x, graph_b), gcn_a)
+    assert calls[1] is calls[0]
+    # reset_parameters forgets it, as GCNConv's
+    state = conv.state_dict()
+    conv.reset_parameters()
+    conv.load_state_dict(state)
     assert torch.allclose(conv(x, graph_b), dense_reference(conv, x, graph_b), atol=1e-12)
-    assert torch.allclose(conv(x, graph_a), out_a, atol=1e-12)
-    graph_a[:, :3] = graph_b[:, :3]
-    assert torch.allclose(conv(x, graph_a), dense_reference(conv, x, graph_a), atol=1e-12)
+    # features of another dtype: the graph normalised again in that dtype, as by a fresh layer
     conv.float()
-    assert torch.allclose(conv(x.float(), graph_b).double(), dense_reference(conv, x, graph_b), atol=1e-5)
+    fresh = QuaternionGCNConv(4, 4)
+    fresh.load_state_dict(conv.state_dict())
+    assert torch.equal(conv(x.float(), graph_b), fresh(x.float(), graph_b))
+    assert conv._cached_edge_index[1].dtype == torch.float32
     hook.remove()
+
+
+def test_sparse_gcn_norm_is_gcn_norm_of_the_edges_with_its_transpose():
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+    from torch_wge.nn.conv.quaternion_gcn_conv import sparse_gcn_norm
+
+    edge_index = random_graph(7, 20, 11)
+    weight = torch.rand(edge_index.size(1), dtype=torch.float64) + 0.1
+    index, norm = gcn_norm(edge_index, weight, 7, improved=True, dtype=torch.float64)
+    expected = torch.zeros(7, 7, dtype=torch.float64).index_put_((index[1], index[0]), norm, accumulate=True)
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), weight, (7, 7)).coalesce()
+    for layout_adj_t in (adj_t, adj_t.to_sparse_csr()):
+        got, transpose = sparse_gcn_norm(layout_adj_t, 7, True, True, torch.float64, transpose=True)
+        assert got.layout == transpose.layout == torch.sparse_csr
+        torch.testing.assert_close(got.to_dense(), expected, rtol=0, atol=1e-15)
+        torch.testing.assert_close(transpose.to_dense(), expected.t(), rtol=0, atol=1e-15)
+        alone, none = sparse_gcn_norm(layout_adj_t, 7, True, True, torch.float64, transpose=False)
+        assert none is None and alone.layout == layout_adj_t.layout
+        torch.testing.assert_close(alone.to_dense(), expected, rtol=0, atol=1e-15)
+    without_loops, _ = sparse_gcn_norm(adj_t.to_sparse_csr(), 7, False, False, torch.float64, transpose=False)
+    index, norm = gcn_norm(edge_index, weight, 7, add_self_loops=False, dtype=torch.float64)
+    expected = torch.zeros(7, 7, dtype=torch.float64).index_put_((index[1], index[0]), norm, accumulate=True)
+    torch.testing.assert_close(without_loops.to_dense(), expected, rtol=0, atol=1e-15)
 
 
 def test_gcn_conv_options_and_defaults():
@@ -164,7 +199,7 @@ def test_cached_csr_adjacency_gradients_match_dense_float64():
         grads = torch.autograd.grad((conv(x, adj_t) * upstream).sum(), (x, conv.lin.weight))
         expected = dense_reference(conv, x, edge_index, edge_weight)
         expected_grads = torch.autograd.grad((expected * upstream).sum(), (x, conv.lin.weight))
-        assert conv.gcn_normalization._transpose is not None
+        assert conv._cached_csr is not None  # the adjacency and its transpose
         for grad, reference in zip(grads, expected_grads):
             assert torch.allclose(grad, reference, atol=1e-10)
 

@@ -80,7 +80,14 @@ def test_sparse_tensor_adjacency_matches_edge_index():
     assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(got, layer(x, rel, ef, rf)))
 
 
-def test_cached_views_are_normalised_once_and_their_gradients_match_the_dense_equations():
+def test_cached_views_are_normalised_once_and_their_gradients_match_the_dense_equations(monkeypatch):
+    from torch_wge.nn.conv import quaternion_gcn_conv
+
+    normalised = []
+    gcn_norm = quaternion_gcn_conv.gcn_norm
+    monkeypatch.setattr(
+        quaternion_gcn_conv, "gcn_norm", lambda adj, *args: normalised.append(adj.size(0)) or gcn_norm(adj, *args)
+    )
     layer, x, rel = layer_and_inputs(cached=True)
     ef, rf = tiny_kg_views()
     csr = lambda e, n: torch.sparse_coo_tensor(e.flip(0), torch.ones(e.size(1)), (n, n)).to_sparse_csr().double()
@@ -89,11 +96,12 @@ def test_cached_views_are_normalised_once_and_their_gradients_match_the_dense_eq
     for _ in range(2):  # the second step reads both cached normalisations and their transposes
         out_x, out_rel = layer(x, rel, ef_adj, rf_adj)
         got = torch.autograd.grad(out_x.square().sum() + out_rel.pow(3).sum(), weights)
-    assert layer.entity_normalization.holds(layer.normalized_adjacency("entity", ef_adj, 5, x.dtype)[0])
-    assert layer.relation_normalization.holds(layer.normalized_adjacency("relation", rf_adj, 9, x.dtype)[0])
+    assert sorted(normalised) == [5, 9] and sorted(layer._cached_csr) == ["entity", "relation"]
     want_x, want_rel = two_view_layer(layer, x, rel, ef, rf)
     want = torch.autograd.grad(want_x.square().sum() + want_rel.pow(3).sum(), weights)
     assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(got, want))
+    layer.reset_parameters()  # forgets the cached adjacencies, as GCNConv's
+    assert not layer._cached_csr
 
 
 def test_gradcheck():
@@ -257,7 +265,7 @@ class RelationFocusedModel(torch.nn.Module):
 
 
 def test_explainer_edge_mask_on_relation_focused_view():
-    layer, x, rel = layer_and_inputs(8, 8)
+    layer, x, rel = layer_and_inputs(8, 8, explain_view="relation")
     layer.eval()
     ef, rf = tiny_kg_views()
     model = RelationFocusedModel(layer)
@@ -268,11 +276,17 @@ def test_explainer_edge_mask_on_relation_focused_view():
     h_rf = view_update(layer, "rf", torch.cat([x, rel]), self_loops_only)
     expected = view_update(layer, "ef", x, normalized_adjacency(ef, 5)) * h_rf[:5]
     assert torch.allclose(masked, expected, atol=1e-12)
-    # a mask that fits neither view is refused, not applied to the wrong edges
+    # a mask that does not fit the view it is said to belong to is refused, not applied to other edges
     set_masks(model, torch.zeros(7, dtype=torch.float64), rf[:, :7], apply_sigmoid=False)
-    with pytest.raises(ValueError, match="fits neither view"):
+    with pytest.raises(ValueError, match="edge mask of 7 edges for the relation view"):
+        model(x, rf, rel, ef)
+    layer.explain_view = "entity"  # the relation-focused mask said to be the entity-focused view's
+    set_masks(model, torch.zeros(rf.size(1), dtype=torch.float64), rf, apply_sigmoid=False)
+    with pytest.raises(ValueError, match="edge mask of 10 edges for the entity view"):
         model(x, rf, rel, ef)
     clear_masks(model)
+    with pytest.raises(ValueError, match="explain_view must be one of"):
+        TwoViewConv(8, 8, explain_view="rf")
 
 
 # ----------------------------------------------------- batches of graphs

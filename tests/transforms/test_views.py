@@ -130,7 +130,7 @@ def test_transforms_refuse_graphs_whose_ids_do_not_fit(transform, case):
 def _count_normalisations(monkeypatch):
     """The node counts of the adjacencies GCN-normalised from now on, counted at PyG's ``gcn_norm``
     as the layers' normalisation calls it (``edge_index`` tensors and sparse adjacencies alike)."""
-    from torch_wge.nn.conv import gcn_normalization
+    from torch_wge.nn.conv import quaternion_gcn_conv, two_view_conv
 
     counts = []
 
@@ -141,11 +141,8 @@ def _count_normalisations(monkeypatch):
 
         return gcn_norm
 
-    monkeypatch.setattr(gcn_normalization, "gcn_norm", counting(gcn_normalization.gcn_norm))
-    if hasattr(gcn_normalization, "_eager_sparse_gcn_norm"):
-        monkeypatch.setattr(
-            gcn_normalization, "_eager_sparse_gcn_norm", counting(gcn_normalization._eager_sparse_gcn_norm)
-        )
+    for module in (quaternion_gcn_conv, two_view_conv):  # sparse adjacencies, edge_index tensors
+        monkeypatch.setattr(module, "gcn_norm", counting(module.gcn_norm))
     return counts
 
 

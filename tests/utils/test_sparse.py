@@ -61,3 +61,63 @@ def test_csr_rows_refuses_rows_outside_the_matrix(rows):
     adj = torch.eye(9).to_sparse_csr()
     with pytest.raises(ValueError, match=r"rows holds ids outside \[0, 9\)"):
         csr_rows(adj, torch.tensor(rows))
+
+
+def _random_csr(rows, cols, seed, dtype=torch.float64):
+    generator = torch.Generator().manual_seed(seed)
+    dense = torch.rand(rows, cols, generator=generator, dtype=torch.float64)
+    dense[dense < 0.5] = 0
+    dense[1] = 0  # an empty row
+    return dense, dense.to(dtype).to_sparse_csr()
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")
+def test_matmul_with_transpose_gradcheck_and_gradgradcheck_float64():
+    from torch_wge.utils.autograd import MatmulWithTranspose, matmul_with_transpose
+
+    dense, adj_t = _random_csr(6, 5, seed=2)
+    adj = csr_transpose(adj_t)
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    product = lambda x: MatmulWithTranspose.apply(adj_t, adj, x)
+    assert torch.autograd.gradcheck(product, (x,), check_forward_ad=True)
+    assert torch.autograd.gradgradcheck(product, (x,))
+    # through a non-linear function too, whose second derivative the product's backward carries
+    assert torch.autograd.gradgradcheck(lambda x: product(x.tanh()).pow(3), (x,))
+    torch.testing.assert_close(product(x), dense @ x, rtol=0, atol=1e-15)
+    # an adjacency requiring a gradient itself is multiplied with plain autograd: no gradient is lost
+    values = adj_t.values().clone().requires_grad_()
+    weighted = torch.sparse_csr_tensor(adj_t.crow_indices(), adj_t.col_indices(), values, adj_t.shape)
+    matmul_with_transpose(weighted, adj, x).sum().backward()
+    assert values.grad is not None and values.grad.abs().sum() > 0
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_types_are_multiplied_in_float32_on_the_cpu(dtype):
+    from torch_wge.utils.sparse import sparse_matmul
+
+    dense, adj_t = _random_csr(6, 5, seed=3, dtype=dtype)
+    x = torch.randn(5, 4, dtype=torch.float64).to(dtype)
+    expected = (dense.to(dtype).float() @ x.float()).to(dtype)  # what one rounding of the float32 product gives
+    assert torch.equal(csr_matmul(adj_t, x), expected)
+    x.requires_grad_()
+    out = sparse_matmul(adj_t, x)
+    assert out.dtype == dtype and torch.equal(out, expected)
+    out.float().sum().backward()
+    assert x.grad.dtype == dtype
+    torch.testing.assert_close(
+        x.grad.float(), dense.to(dtype).float().sum(0).view(-1, 1).expand(5, 4), rtol=1e-2, atol=1e-2
+    )
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")
+def test_csr_parts_copy_deep_and_rebuild_the_matrix():
+    import copy
+
+    from torch_wge.utils.sparse import csr_parts, csr_tensor, to_csr
+
+    dense, adj_t = _random_csr(6, 5, seed=4)
+    parts = copy.deepcopy(csr_parts(adj_t))  # a sparse tensor itself cannot be deep-copied
+    assert torch.equal(csr_tensor(*parts, [6, 5]).to_dense(), dense)
+    assert to_csr(adj_t) is adj_t or torch.equal(to_csr(adj_t).to_dense(), dense)
+    assert torch.equal(to_csr(adj_t.to_sparse_coo()).to_dense(), dense)

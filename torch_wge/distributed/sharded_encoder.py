@@ -61,7 +61,8 @@ from torch import Tensor
 
 from torch_wge.distributed.batch_norm import normalize_synced
 from torch_wge.nn import TwoViewConv, TwoViewEncoder
-from torch_wge.utils.sparse import csr_rows, csr_transpose, matmul_with_transpose
+from torch_wge.utils.autograd import matmul_with_transpose
+from torch_wge.utils.sparse import csr_parts, csr_rows, csr_tensor, csr_transpose
 
 __all__ = ["RowShares", "RowGather", "GatherRows", "ShardedTwoViewEncoder", "shard_encoder"]
 
@@ -244,9 +245,14 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
                         f"batch norms only, got {norm.__class__.__name__}"
                     )
         self._normalize = partial(normalize_synced, group=self.group)
-        # each layer's and view's rows of the normalised adjacency, with their transpose
-        self._rows: Dict[Tuple[int, str], Tuple[Tensor, Tensor, Tensor]] = {}
+        # each layer's and view's rows of the normalised adjacency and their transpose (CSR parts),
+        # kept for layers with cached=True as the layers keep their normalised adjacencies
+        self._rows: Dict[Tuple[int, str], Tuple[Tensor, ...]] = {}
         self._kept_shares: Optional[Tuple[Optional[Tensor], Optional[Tensor], _Shares]] = None
+
+    def reset_parameters(self):
+        super().reset_parameters()
+        self._rows = {}
 
     def _layers(self) -> List[TwoViewConv]:
         return list(self.convs)  # type: ignore[arg-type]
@@ -257,7 +263,11 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         rel: Tensor,
         ef_edge_index: Optional[Tensor] = None,
         rf_edge_index: Optional[Tensor] = None,
+        ef_edge_weight: Optional[Tensor] = None,
+        rf_edge_weight: Optional[Tensor] = None,
     ) -> List[Tuple[Tensor, Tensor]]:
+        if ef_edge_weight is not None or rf_edge_weight is not None:
+            raise ValueError(f"'{self.__class__.__name__}' reads edge weights from the CSR adjacencies' values")
         for name, adj in (("ef_edge_index", ef_edge_index), ("rf_edge_index", rf_edge_index)):
             if adj is not None and adj.layout != torch.sparse_csr:
                 raise ValueError(
@@ -328,20 +338,24 @@ class ShardedTwoViewEncoder(TwoViewEncoder):
         dtype: torch.dtype,
         shares: List[RowShares],
     ) -> Tuple[Tensor, Tensor]:
-        """This process's rows of the view's normalised adjacency and their transpose, kept while the
-        layer's normalised adjacency is the same tensor (a layer with ``cached=True``)."""
-        normalized = conv.normalized_adjacency(view, adj, adj.size(0), dtype)[0]
+        """This process's rows of the view's normalised adjacency and their transpose; kept for a layer
+        with ``cached=True`` (whose normalised adjacency is kept too), in ``dtype`` and on ``adj``'s
+        device."""
         kept = self._rows.get((layer, view))
-        if kept is None or kept[0] is not normalized:
+        if kept is None or kept[2].dtype != dtype or kept[2].device != adj.device:
+            normalized = conv.normalized_adjacency(view, adj, adj.size(0), dtype)[0]
             offsets = [0]
             for share in shares[:-1]:
                 offsets.append(offsets[-1] + share.count)
             own = torch.cat([offset + share.own for offset, share in zip(offsets, shares)])
             rows = csr_rows(normalized, own)
-            kept = (normalized, rows, csr_transpose(rows))
-            if conv.cached:
-                self._rows[(layer, view)] = kept
-        return kept[1], kept[2]
+            rows_t = csr_transpose(rows)
+            if not conv.cached:
+                return rows, rows_t
+            kept = csr_parts(rows) + csr_parts(rows_t)
+            self._rows[(layer, view)] = kept
+        size = [int(sum(share.own_count for share in shares)), adj.size(1)]
+        return csr_tensor(kept[0], kept[1], kept[2], size), csr_tensor(kept[3], kept[4], kept[5], size[::-1])
 
 
 def shard_encoder(model: torch.nn.Module, group=None) -> torch.nn.Module:

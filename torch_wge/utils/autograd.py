@@ -17,6 +17,11 @@ what happens on a second differentiation (``create_graph=True``):
   :func:`~torch_wge.nn.decoders.loss.one_to_n_loss` with :obj:`fused=False`
   computes the same loss with plain autograd, and it switches to that itself
   inside a :mod:`torch.func` transform.
+- :class:`MatmulWithTranspose`: a sparse-dense product whose backward pass
+  multiplies by the adjacency's transpose, given beside it (kept by the
+  graph convolutions that cache their normalised adjacency). Its backward
+  pass is the same product, so it differentiates to any order (a
+  :func:`~torch.autograd.gradgradcheck` test); it has a forward-mode rule.
 
 The module holds no state: nothing is cached between calls.
 """
@@ -26,7 +31,14 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["HamiltonProduct", "FusedOneToNLoss", "HAMILTON_TERMS", "hamilton_into"]
+__all__ = [
+    "HamiltonProduct",
+    "FusedOneToNLoss",
+    "HAMILTON_TERMS",
+    "hamilton_into",
+    "MatmulWithTranspose",
+    "matmul_with_transpose",
+]
 
 # Component d of q ⊗ p is sum(sign * q_a * p_b) over the (a, b, sign) of HAMILTON_TERMS[d]
 # (components 0, 1, 2, 3 = r, i, j, k), as in hamilton_product's formula.
@@ -229,3 +241,60 @@ class FusedOneToNLoss(torch.autograd.Function):
         if grad_loss is None:
             return None, None, *nothing
         return grad_queries * grad_loss, grad_entities * grad_loss, *nothing
+
+
+class MatmulWithTranspose(torch.autograd.Function):
+    r"""The sparse-dense product :math:`\mathbf{A}^{\top} \mathbf{X}` of ``(adj_t, adj, x)``, ``adj``
+    (:math:`\mathbf{A}`) being the transpose of ``adj_t`` in the same sparse layout, kept beside it:
+    the backward pass multiplies by it, :math:`\partial / \partial \mathbf{X} = \mathbf{A}
+    \mathbf{G}`, instead of transposing ``adj_t`` on every call as ``adj_t @ x`` does. The
+    adjacency is a constant (no gradient flows to it). The backward pass is this product again, so
+    it differentiates to any order (a :func:`~torch.autograd.gradgradcheck` test); the
+    forward-mode rule is the product of the tangent."""
+
+    @staticmethod
+    def forward(adj_t: Tensor, adj: Tensor, x: Tensor) -> Tensor:
+        from torch_wge.utils.sparse import csr_matmul
+
+        return csr_matmul(adj_t, x)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
+        adj_t, adj, _ = inputs
+        ctx.save_for_backward(adj_t, adj)
+        ctx.save_for_forward(adj_t, adj)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[None, None, Tensor]:
+        adj_t, adj = ctx.saved_tensors
+        return None, None, MatmulWithTranspose.apply(adj, adj_t, grad)
+
+    @staticmethod
+    def jvp(ctx: Any, tangent_adj_t: Optional[Tensor], tangent_adj: Optional[Tensor], tangent_x: Tensor) -> Tensor:
+        adj_t, adj = ctx.saved_tensors
+        return MatmulWithTranspose.apply(adj_t, adj, tangent_x)
+
+
+def matmul_with_transpose(adj_t: Tensor, adj: Tensor, x: Tensor) -> Tensor:
+    r""":math:`\mathbf{A}^{\top} \mathbf{X}` by :class:`MatmulWithTranspose` (``adj``, the transpose of
+    ``adj_t``, multiplies the gradients), or ``adj_t @ x`` with plain autograd where the adjacency
+    requires a gradient itself.
+
+    Shapes: ``adj_t [M, N]``, ``adj [N, M]``, ``x [N, F]`` give ``[M, F]``.
+
+    Example:
+        >>> from torch_wge.utils.sparse import csr_adjacency
+        >>> adj_t = csr_adjacency(torch.tensor([[0, 0], [1, 2]]), 3)
+        >>> adj = csr_adjacency(torch.tensor([[1, 2], [0, 0]]), 3)
+        >>> x = torch.randn(3, 2, requires_grad=True)
+        >>> matmul_with_transpose(adj_t, adj, x).sum().backward()
+        >>> x.grad  # node 0 sends to nodes 1 and 2
+        tensor([[2., 2.],
+                [0., 0.],
+                [0., 0.]])
+    """
+    if adj_t.requires_grad or adj.requires_grad:
+        from torch_wge.utils.sparse import sparse_matmul
+
+        return sparse_matmul(adj_t, x)
+    return MatmulWithTranspose.apply(adj_t, adj, x)

@@ -1,10 +1,11 @@
 import contextlib
 import warnings
-from typing import Iterator
+from typing import Iterator, List, Tuple
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import to_torch_csr_tensor
+from torch_geometric.typing import Adj
+from torch_geometric.utils import is_torch_sparse_tensor, spmm, to_torch_csr_tensor
 
 #: torch's one-time notices on creating a sparse CSR tensor; they say nothing about the tensor at hand.
 CSR_NOTICES = ("Sparse CSR tensor support is in beta", "Sparse invariant checks are implicitly disabled")
@@ -61,11 +62,17 @@ def csr_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch
         )
 
 
+def _is_half(dtype: torch.dtype) -> bool:
+    """Whether ``dtype`` is one torch has no CPU sparse-dense matmul kernel for."""
+    return dtype == torch.float16 or dtype == torch.bfloat16
+
+
 def csr_matmul(adj: Tensor, x: Tensor) -> Tensor:
     r"""The product ``adj @ x`` of a ``torch.sparse_csr`` matrix and a dense one, without autograd.
     On the CPU it is written straight into a new tensor (``addmm`` with ``beta=0``, which reads
     nothing of it): ``adj @ x`` there zero-fills a tensor and copies it into the result before it
-    adds the products, two passes over the whole output.
+    adds the products, two passes over the whole output. On the CPU, ``float16`` and ``bfloat16``
+    (which torch's CPU kernel does not take) are multiplied in ``float32`` and rounded back.
 
     Shapes: ``adj [M, N]`` and ``x [N, F]`` give ``[M, F]``.
 
@@ -76,48 +83,63 @@ def csr_matmul(adj: Tensor, x: Tensor) -> Tensor:
     """
     if adj.device.type != "cpu" or adj.layout != torch.sparse_csr:
         return adj @ x
+    if _is_half(x.dtype) or _is_half(adj.dtype):
+        return csr_matmul(adj.to(torch.float32), x.to(torch.float32)).to(x.dtype)
     out = x.new_empty((adj.size(0), x.size(1)))
     return torch.addmm(out, adj, x, beta=0, out=out)
 
 
-class _MatmulWithTranspose(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, adj_t: Tensor, adj: Tensor, x: Tensor) -> Tensor:
-        ctx.save_for_backward(adj)
-        return csr_matmul(adj_t, x)
+def sparse_matmul(adj_t: Adj, x: Tensor, reduce: str = "sum") -> Tensor:
+    r"""PyG's :func:`~torch_geometric.utils.spmm` (differentiable), also for ``float16`` and
+    ``bfloat16`` on the CPU: a ``torch.sparse`` product there is taken in ``float32`` (torch has no
+    CPU kernel for those types) and rounded back to ``x``'s type.
 
-    @staticmethod
-    def backward(ctx, grad_out: Tensor):
-        (adj,) = ctx.saved_tensors
-        return None, None, csr_matmul(adj, grad_out)
-
-
-def matmul_with_transpose(adj_t: Tensor, adj: Tensor, x: Tensor) -> Tensor:
-    r"""The sparse-dense product :math:`\mathbf{A}^{\top} \mathbf{X}` whose
-    backward multiplies by the given :math:`\mathbf{A}` (``adj``, the
-    transpose of ``adj_t`` in the same sparse layout) instead of transposing
-    ``adj_t`` again on every call, as ``adj_t @ x`` does. Gradients flow to
-    ``x`` only: the adjacency is treated as a constant.
-
-    Shapes: ``adj_t [M, N]``, ``adj [N, M]``, ``x [N, F]`` give ``[M, F]``.
+    Shapes: ``adj_t [M, N]`` and ``x [N, F]`` give ``[M, F]``.
 
     Example:
-        >>> adj_t = csr_adjacency(torch.tensor([[0, 0], [1, 2]]), 3)
-        >>> adj = csr_adjacency(torch.tensor([[1, 2], [0, 0]]), 3)
-        >>> x = torch.randn(3, 2, requires_grad=True)
-        >>> matmul_with_transpose(adj_t, adj, x).sum().backward()
-        >>> x.grad  # node 0 sends to nodes 1 and 2
-        tensor([[2., 2.],
-                [0., 0.],
-                [0., 0.]])
+        >>> adj_t = csr_adjacency(torch.tensor([[0, 0], [1, 2]]), 3, dtype=torch.bfloat16)
+        >>> sparse_matmul(adj_t, torch.tensor([[1.0], [2.0], [4.0]], dtype=torch.bfloat16)).flatten().tolist()
+        [0.0, 1.0, 1.0]
     """
-    return _MatmulWithTranspose.apply(adj_t, adj, x)
+    if isinstance(adj_t, Tensor) and is_torch_sparse_tensor(adj_t) and adj_t.device.type == "cpu":
+        if _is_half(x.dtype) or _is_half(adj_t.dtype):
+            return spmm(adj_t.to(torch.float32), x.to(torch.float32), reduce).to(x.dtype)
+    return spmm(adj_t, x, reduce)
+
+
+def to_csr(adj: Tensor) -> Tensor:
+    """A ``torch.sparse`` matrix in CSR layout (itself if it is), without torch's notices."""
+    if adj.layout == torch.sparse_csr or torch.jit.is_scripting():
+        return adj.to_sparse_csr()
+    with _without_csr_notices():
+        return adj.to_sparse_csr()
 
 
 def csr_transpose(adj_t: Tensor) -> Tensor:
-    """The transpose of a ``torch.sparse_csr`` matrix, itself in CSR layout."""
+    """The transpose of a ``torch.sparse`` matrix, in CSR layout."""
+    return to_csr(adj_t.t())
+
+
+def csr_parts(adj: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """Copies of the row pointers, column indices and values of a ``torch.sparse_csr`` matrix:
+    plain tensors, which :func:`copy.deepcopy` copies (a sparse tensor it cannot) and
+    :func:`torch.compile` takes as inputs (views into a sparse tensor it does not)."""
+    return adj.crow_indices().clone(), adj.col_indices().clone(), adj.values().clone()
+
+
+def csr_tensor(crow: Tensor, col: Tensor, values: Tensor, size: List[int]) -> Tensor:
+    r"""The ``torch.sparse_csr`` matrix of ``size`` from its parts (:func:`csr_parts`), sharing
+    their memory, without torch's notices on CSR tensors.
+
+    Example:
+        >>> adj = csr_adjacency(torch.tensor([[0, 0], [1, 2]]), 3)
+        >>> torch.equal(csr_tensor(*csr_parts(adj), [3, 3]).to_dense(), adj.to_dense())
+        True
+    """
+    if torch.jit.is_scripting():
+        return torch.sparse_csr_tensor(crow, col, values, size)
     with _without_csr_notices():
-        return adj_t.t().to_sparse_csr()
+        return torch.sparse_csr_tensor(crow, col, values, size)
 
 
 def csr_rows(adj_t: Tensor, rows: Tensor) -> Tensor:

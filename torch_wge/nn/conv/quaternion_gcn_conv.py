@@ -1,13 +1,62 @@
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch.nn import Parameter
 from torch_geometric.nn.conv import MessagePassing
-from torch_geometric.typing import Adj, OptTensor
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.nn.inits import zeros
+from torch_geometric.typing import Adj, OptPairTensor, OptTensor, SparseTensor
+from torch_geometric.utils import is_torch_sparse_tensor
 
-from torch_wge.nn.conv.gcn_normalization import GCNNormalization, gcn_convolution, weighted_message
 from torch_wge.nn.dense import QuaternionLinear
+from torch_wge.utils.autograd import matmul_with_transpose
+from torch_wge.utils.sparse import csr_parts, csr_tensor, csr_transpose, sparse_matmul, to_csr
+
+#: A normalised ``torch.sparse`` adjacency :math:`\mathbf{\hat{A}}^{\top}` and its transpose
+#: :math:`\mathbf{\hat{A}}` as the parts of two CSR matrices (:func:`~torch_wge.utils.sparse.csr_parts`).
+CSRPair = Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
+
+
+def sparse_gcn_norm(
+    adj_t: Tensor, num_nodes: int, improved: bool, add_self_loops: bool, dtype: Optional[torch.dtype], transpose: bool
+) -> Tuple[Tensor, OptTensor]:
+    r""":func:`~torch_geometric.nn.conv.gcn_conv.gcn_norm` of a ``torch.sparse`` adjacency
+    ``adj_t [num_nodes, num_nodes]`` (weights in its values) and, with :obj:`transpose`, the
+    transpose of the result (:obj:`None` without), both then in CSR layout.
+
+    Example:
+        >>> adj_t = torch.tensor([[0.0, 1.0], [0.0, 0.0]]).to_sparse_csr()
+        >>> norm, norm_t = sparse_gcn_norm(adj_t, 2, False, True, torch.float, True)
+        >>> norm.to_dense()
+        tensor([[0.5000, 0.7071],
+                [0.0000, 1.0000]])
+        >>> torch.equal(norm_t.to_dense(), norm.to_dense().t())
+        True
+    """
+    if not torch.jit.is_scripting():
+        return _eager_sparse_gcn_norm(adj_t, num_nodes, improved, add_self_loops, dtype, transpose)
+    return _sparse_gcn_norm(adj_t, num_nodes, improved, add_self_loops, dtype, transpose)
+
+
+def _sparse_gcn_norm(
+    adj_t: Tensor, num_nodes: int, improved: bool, add_self_loops: bool, dtype: Optional[torch.dtype], transpose: bool
+) -> Tuple[Tensor, OptTensor]:
+    norm, _ = gcn_norm(adj_t, None, num_nodes, improved, add_self_loops, "source_to_target", dtype)
+    if not transpose:
+        return norm, None
+    norm = to_csr(norm)
+    return norm, csr_transpose(norm)
+
+
+#: run eagerly inside a torch.compile region: TorchDynamo cannot trace gcn_norm on sparse layouts
+_eager_sparse_gcn_norm = torch.compiler.disable(_sparse_gcn_norm)
+
+
+def cache_fits(cache: OptPairTensor, device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether a cached ``(index, weight)`` is on ``device`` and in ``dtype``."""
+    index, weight = cache
+    return index.device == device and (weight is None or weight.dtype == dtype)
 
 
 class QuaternionGCNConv(MessagePassing):
@@ -36,9 +85,7 @@ class QuaternionGCNConv(MessagePassing):
 
     Node features use the quaternion block layout ``[r | i | j | k]`` of
     :mod:`torch_wge.utils.quaternion`, so both channel counts must be
-    multiples of 4. The constructor options and their defaults are
-    :class:`~torch_geometric.nn.conv.GCNConv`'s. There is no activation or
-    normalisation inside the layer.
+    multiples of 4.
 
     Args:
         in_channels (int): Size of each input sample (a multiple of 4), or
@@ -47,19 +94,21 @@ class QuaternionGCNConv(MessagePassing):
         improved (bool, optional): If set to :obj:`True`, the layer computes
             :math:`\mathbf{\hat{A}}` as :math:`\mathbf{A} + 2\mathbf{I}`.
             (default: :obj:`False`)
-        cached (bool, optional): If set to :obj:`True`, the layer keeps the
-            normalised adjacency of the graph it was computed from and reuses
-            it while that same adjacency tensor comes in again; another graph
-            (another tensor, or the same one modified in place) is normalised
-            anew, so a stale graph is never used. A ``torch.sparse_csr``
-            adjacency is kept with its transpose, which the backward pass
-            multiplies by. (default: :obj:`False`)
-        add_self_loops (bool, optional): If set to :obj:`False`, does not add
-            self loops. (default: :obj:`None`: the value of :obj:`normalize`)
-        normalize (bool, optional): If set to :obj:`False`, uses the given
-            adjacency (and edge weights) as they are. (default: :obj:`True`)
-        bias (bool, optional): If set to :obj:`False`, learns no additive bias.
+        cached (bool, optional): If set to :obj:`True`, the layer will cache
+            the computation of :math:`\mathbf{\hat{D}}^{-1/2} \mathbf{\hat{A}}
+            \mathbf{\hat{D}}^{-1/2}` on first execution, and will use the
+            cached version for further executions (computed anew after
+            :meth:`reset_parameters`, or for features of another dtype or
+            device). This parameter should only be set to :obj:`True` in
+            transductive learning scenarios. (default: :obj:`False`)
+        add_self_loops (bool, optional): If set to :obj:`False`, will not add
+            self-loops to the input graph. (default: :obj:`None`: the value
+            of :obj:`normalize`)
+        normalize (bool, optional): Whether to add self-loops and compute
+            symmetric normalization coefficients on-the-fly.
             (default: :obj:`True`)
+        bias (bool, optional): If set to :obj:`False`, the layer will not learn
+            an additive bias. (default: :obj:`True`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
@@ -79,9 +128,9 @@ class QuaternionGCNConv(MessagePassing):
         torch.Size([3, 16])
     """
 
-    #: The arguments of :meth:`propagate` (called by
-    #: :func:`~torch_wge.nn.conv.gcn_normalization.gcn_convolution`).
-    propagate_type = {"x": Tensor, "edge_weight": OptTensor}
+    _cached_edge_index: Optional[OptPairTensor]
+    _cached_adj_t: Optional[SparseTensor]
+    _cached_csr: Optional[CSRPair]  # a torch.sparse adjacency's, with its transpose
 
     def __init__(
         self,
@@ -109,7 +158,9 @@ class QuaternionGCNConv(MessagePassing):
         self.cached = cached
         self.add_self_loops = add_self_loops
         self.normalize = normalize
-        self.gcn_normalization = GCNNormalization(improved, add_self_loops, self.flow, cached)
+        self._cached_edge_index = None
+        self._cached_adj_t = None
+        self._cached_csr = None
         self.lin = QuaternionLinear(in_channels, out_channels, bias=False)
         if bias:
             self.bias = Parameter(torch.empty(out_channels))
@@ -118,13 +169,12 @@ class QuaternionGCNConv(MessagePassing):
         self.reset_parameters()
 
     def reset_parameters(self):
-        r"""Glorot-uniform quaternion weight (:meth:`QuaternionLinear.reset_parameters`),
-        zero bias; forgets the cached graph."""
         super().reset_parameters()
         self.lin.reset_parameters()
-        if self.bias is not None:
-            torch.nn.init.zeros_(self.bias)
-        self.gcn_normalization.clear()
+        zeros(self.bias)
+        self._cached_edge_index = None
+        self._cached_adj_t = None
+        self._cached_csr = None
 
     def quaternion_matrix(self) -> Tensor:
         r"""The real matrix ``[F_in, F_out]`` that applies :math:`\mathbf{W} \otimes`."""
@@ -136,14 +186,67 @@ class QuaternionGCNConv(MessagePassing):
                 f"'{self.__class__.__name__}' received a tuple of node features; "
                 f"bipartite message passing is not supported"
             )
-        normalization = self.gcn_normalization if self.normalize else None
-        return gcn_convolution(self, normalization, self.lin, self.bias, x, edge_index, edge_weight)
+
+        adj: OptTensor = None  # the transpose of a cached torch.sparse adjacency, for the backward pass
+        if self.normalize:
+            num_nodes = x.size(int(self.node_dim))
+            if isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
+                cache = self._cached_csr
+                if cache is None or not cache_fits((cache[0], cache[2]), x.device, x.dtype):
+                    edge_index, adj = sparse_gcn_norm(
+                        edge_index, num_nodes, self.improved, self.add_self_loops, x.dtype, self.cached
+                    )
+                    if self.cached and adj is not None:
+                        self._cached_csr = csr_parts(edge_index) + csr_parts(adj)
+                else:
+                    edge_index = csr_tensor(cache[0], cache[1], cache[2], [num_nodes, num_nodes])
+                    adj = csr_tensor(cache[3], cache[4], cache[5], [num_nodes, num_nodes])
+
+            elif isinstance(edge_index, Tensor):
+                cache = self._cached_edge_index
+                if cache is None or not cache_fits(cache, x.device, x.dtype):
+                    edge_index, edge_weight = gcn_norm(
+                        edge_index, edge_weight, num_nodes, self.improved, self.add_self_loops, self.flow, x.dtype
+                    )
+                    if self.cached:
+                        self._cached_edge_index = (edge_index, edge_weight)
+                else:
+                    edge_index, edge_weight = cache[0], cache[1]
+
+            elif isinstance(edge_index, SparseTensor):
+                cache = self._cached_adj_t
+                if cache is None:
+                    edge_index = gcn_norm(
+                        edge_index, edge_weight, num_nodes, self.improved, self.add_self_loops, self.flow, x.dtype
+                    )
+                    if self.cached:
+                        self._cached_adj_t = edge_index
+                else:
+                    edge_index = cache
+
+        x = self.lin(x)
+
+        # propagate_type: (x: Tensor, edge_weight: OptTensor, adj: OptTensor)
+        out = self.propagate(edge_index, x=x, edge_weight=edge_weight, adj=adj)
+
+        if self.bias is not None:
+            out = out + self.bias
+
+        return out
 
     def message(self, x_j: Tensor, edge_weight: OptTensor) -> Tensor:
-        return weighted_message(x_j, edge_weight)
+        return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
 
-    def message_and_aggregate(self, adj_t: Adj, x: Tensor) -> Tensor:
-        return self.gcn_normalization.propagate_sparse(adj_t, x, self.aggr)
+    def message_and_aggregate(self, adj_t: Adj, x: Tensor, adj: OptTensor) -> Tensor:
+        # with a cached adjacency's transpose, the backward pass multiplies by it
+        if (
+            adj is not None
+            and isinstance(adj_t, Tensor)
+            and self.aggr in ["add", "sum"]
+            and not torch.jit.is_scripting()
+        ):
+            return matmul_with_transpose(adj_t, adj, x)
+        return sparse_matmul(adj_t, x, reduce=self.aggr)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

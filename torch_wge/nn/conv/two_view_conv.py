@@ -5,12 +5,15 @@ from torch import Tensor
 from torch.nn import Parameter
 from torch_geometric.nn import Linear
 from torch_geometric.nn.conv import MessagePassing
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.resolver import activation_resolver, normalization_resolver
-from torch_geometric.typing import Adj, OptTensor
-from torch_geometric.utils import spmm
+from torch_geometric.typing import Adj, OptPairTensor, OptTensor, SparseTensor
+from torch_geometric.utils import is_torch_sparse_tensor
 
-from torch_wge.nn.conv.gcn_normalization import GCNNormalization, gcn_convolution, weighted_message
+from torch_wge.nn.conv.quaternion_gcn_conv import CSRPair, cache_fits, sparse_gcn_norm
 from torch_wge.nn.dense import QuaternionLinear
+from torch_wge.utils.autograd import matmul_with_transpose
+from torch_wge.utils.sparse import csr_parts, csr_tensor, sparse_matmul
 
 #: The views of a layer, in the order the layer computes them: the
 #: relation-focused view (over entities and relation nodes), then the
@@ -38,10 +41,12 @@ def _view_norm(norm: Union[str, Callable, torch.nn.Module, None], channels: int,
 class TwoViewConv(MessagePassing):
     r"""One layer of the two-view encoder of WGE
     (`"Two-view Graph Neural Networks for Knowledge Graph Completion"
-    <https://arxiv.org/abs/2112.09231>`_, Eqs. 4-7): a graph convolution on
-    the entity-focused graph :math:`\mathcal{G}_{ef}` (entities only) and one
-    on the relation-focused graph :math:`\mathcal{G}_{rf}` (entity and
-    relation nodes), combined element-wise:
+    <https://arxiv.org/abs/2112.09231>`_, Eqs. 4-7): a quaternion graph
+    convolution (:class:`~torch_wge.nn.QuaternionGCNConv`) on the
+    entity-focused graph :math:`\mathcal{G}_{ef}` (entities) and one on the
+    relation-focused graph :math:`\mathcal{G}_{rf}` (entity and relation
+    nodes), each followed by a norm and the activation :math:`g`, combined
+    element-wise:
 
     .. math::
         \mathbf{X}_{ef}' &= g\left(\mathrm{norm}_{ef}\left(\mathbf{\hat{A}}_{ef}
@@ -55,104 +60,59 @@ class TwoViewConv(MessagePassing):
         \mathbf{X}' &= \mathbf{X}_{ef}' * \mathbf{X}_{rf}'
 
     with :math:`\mathbf{\hat{A}} = \mathbf{\hat{D}}^{-1/2} (\mathbf{A} +
-    \mathbf{I}) \mathbf{\hat{D}}^{-1/2}` the normalised adjacency of a view,
-    :math:`*` the element-wise product, :math:`g = \tanh` and a batch norm
-    by default. Node-wise, the view update of node :math:`i` is
-    :math:`g(\mathrm{norm}(\sum_{j \in \mathcal{N}(i) \cup \{i\}}
-    \frac{1}{\sqrt{\hat{d}_j \hat{d}_i}} \mathbf{W} \otimes \mathbf{h}_j +
-    \mathbf{b}))`, the update of :class:`~torch_wge.nn.QuaternionGCNConv`
-    followed by a norm and the activation.
-
-    The layer holds each view's weight :math:`\mathbf{W}`
-    (:attr:`entity_lin`, :attr:`relation_lin`: a
-    :class:`~torch_wge.nn.QuaternionLinear`, or a real matrix with
-    :obj:`quaternion=False`, ablation 2 of the paper: a
-    :class:`~torch_geometric.nn.conv.GCNConv` per view), bias
-    (:attr:`entity_bias`, :attr:`relation_bias`) and norm
-    (:attr:`entity_norm`, :attr:`relation_norm`). With
-    :obj:`relation_view=False` the layer is :math:`\mathbf{X}' =
-    \mathbf{X}_{ef}'` and returns the relations unchanged (ablation 3); with
-    :obj:`entity_view=False` it is :math:`\mathbf{X}' = \mathbf{X}_{rf}'`
-    (ablation 4, and the Levi graph ablation 5 with
-    :class:`~torch_wge.transforms.LeviGraphTransform`'s graph as
-    :obj:`rf_edge_index`).
-
-    The layer propagates over both views itself, one :meth:`propagate` per
-    view (as :class:`~torch_geometric.nn.conv.RGCNConv` propagates once per
-    relation type), so PyG's utilities see one message-passing layer per hop
-    (:func:`~torch_geometric.utils.get_num_hops` of a stack of :math:`K`
-    layers is :math:`K`), and its propagate and message hooks see both
-    views. An :class:`~torch_geometric.explain.Explainer`'s edge mask
-    applies to the view whose ``edge_index`` it was made for (the one with
-    as many edges as the mask); give that view an ``edge_index`` tensor, not
-    a sparse adjacency.
-
-    The steps of a layer are public, so that an encoder computing the rows
-    of a view in parts (as
-    :class:`~torch_wge.distributed.ShardedTwoViewEncoder` does, one share
-    of the rows per process) runs the same layer:
-    :meth:`normalized_adjacency` (:math:`\mathbf{\hat{A}}`),
-    :meth:`convolve` (:math:`\mathbf{\hat{A}} (\mathbf{W} \otimes
-    \mathbf{H}) + \mathbf{b}`), :meth:`transform` (:math:`\mathbf{W}
-    \otimes \mathbf{S} + \mathbf{b}` of a sum :math:`\mathbf{S} =
-    \mathbf{\hat{A}} \mathbf{H}` taken elsewhere: the same, since
-    :math:`\mathbf{W} \otimes` acts on each row), :meth:`activate`
-    (:math:`g(\mathrm{norm}(\cdot))`) and :meth:`combine` (Eqs. 5 and 7).
-
-    In a :class:`~torch_geometric.data.Batch` of
-    :class:`~torch_wge.transforms.TwoViewData`, :obj:`x` holds all entities
-    and :obj:`rel` all relation nodes, graph by graph, and
-    ``batch.rf_edge_index`` indexes :math:`[\mathbf{X}; \mathbf{R}]` in that
-    layout, so each graph gets its own result.
+    \mathbf{I}) \mathbf{\hat{D}}^{-1/2}` the normalised adjacency of a view
+    and :math:`*` the element-wise product. Each view has its own weight
+    (:attr:`entity_lin`, :attr:`relation_lin`), bias and norm. The layer
+    propagates over both views itself, one :meth:`propagate` per view.
 
     Args:
-        in_channels (int): Size of each input entity and relation embedding
-            (a multiple of 4 for quaternion weights), or :obj:`-1` to infer
-            it from the first input.
-        out_channels (int): Size of each output embedding (a multiple of 4
-            for quaternion weights).
-        entity_view (bool, optional): Use the entity-focused view.
+        in_channels (int): Size of each input embedding (a multiple of 4 for
+            quaternion weights), or :obj:`-1` to infer it from the first input.
+        out_channels (int): Size of each output embedding.
+        entity_view (bool, optional): Use the entity-focused view; with
+            :obj:`False`, :math:`\mathbf{X}' = \mathbf{X}_{rf}'`.
             (default: :obj:`True`)
-        relation_view (bool, optional): Use the relation-focused view.
+        relation_view (bool, optional): Use the relation-focused view; with
+            :obj:`False`, :math:`\mathbf{X}' = \mathbf{X}_{ef}'` and the
+            relations are returned unchanged. (default: :obj:`True`)
+        quaternion (bool, optional): Quaternion weights; :obj:`False` for real
+            ones (a :class:`~torch_geometric.nn.conv.GCNConv` per view).
             (default: :obj:`True`)
-        quaternion (bool, optional): Quaternion weights; :obj:`False` for
-            real ones (a GCN per view). (default: :obj:`True`)
-        act (str or Callable, optional): The activation :math:`g`, anything
-            :func:`torch_geometric.nn.resolver.activation_resolver` takes.
+        act (str or Callable, optional): The activation :math:`g`, as
+            :func:`~torch_geometric.nn.resolver.activation_resolver` takes it.
             (default: :obj:`"tanh"`)
-        norm (str or Callable, optional): The normalisation after each
-            view's convolution: :obj:`"batch_norm"` (a
-            :class:`torch.nn.BatchNorm1d`), :obj:`None`, or anything
-            :func:`torch_geometric.nn.resolver.normalization_resolver` takes.
-            (default: :obj:`"batch_norm"`)
+        norm (str or Callable, optional): The norm of each view:
+            :obj:`"batch_norm"` (a :class:`torch.nn.BatchNorm1d`), :obj:`None`,
+            or what :func:`~torch_geometric.nn.resolver.normalization_resolver`
+            takes. (default: :obj:`"batch_norm"`)
         act_kwargs (Dict[str, Any], optional): Arguments of :obj:`act`.
         norm_kwargs (Dict[str, Any], optional): Arguments of :obj:`norm`.
-        improved (bool, optional): :math:`\mathbf{A} + 2\mathbf{I}` in the
-            normalised adjacencies. (default: :obj:`False`)
-        cached (bool, optional): Keep each view's normalised adjacency for the
-            graph it was computed from (see
-            :class:`~torch_wge.nn.QuaternionGCNConv`). (default: :obj:`False`)
-        bias (bool, optional): Learn the biases :math:`\mathbf{b}`.
-            (default: :obj:`True`)
+        improved (bool, optional): :math:`\mathbf{A} + 2\mathbf{I}` in
+            :math:`\mathbf{\hat{A}}`. (default: :obj:`False`)
+        cached (bool, optional): Cache each view's :math:`\mathbf{\hat{A}}` on
+            first execution, as :class:`~torch_wge.nn.QuaternionGCNConv`; only
+            for transductive learning. (default: :obj:`False`)
+        normalize (bool, optional): Whether to add self-loops and normalise;
+            with :obj:`False` each view's adjacency and edge weights are used
+            as given. (default: :obj:`True`)
+        bias (bool, optional): Learn the biases. (default: :obj:`True`)
+        explain_view (str, optional): The view an explainer's edge mask
+            belongs to, :obj:`"entity"` or :obj:`"relation"`.
+            (default: :obj:`"entity"`)
         **kwargs (optional): Additional arguments of
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
     Shapes:
-        - **input:** entities :math:`(N, F_{in})`, relations
-          :math:`(M, F_{in})`, ``ef_edge_index`` :math:`(2, |\mathcal{E}_{ef}|)`
-          over the :math:`N` entities, ``rf_edge_index``
-          :math:`(2, |\mathcal{E}_{rf}|)` over :math:`N + M` nodes (relation
-          :math:`m` is node :math:`N + m`); either may be a sparse adjacency
-          (``torch.sparse`` or ``SparseTensor``) instead, and a view the
-          layer does not use may be :obj:`None`.
-        - **output:** entities :math:`(N, F_{out})`, relations
-          :math:`(M, F_{out})` (the input relations with
-          :obj:`relation_view=False`)
+        - **input:** entities :math:`(N, F_{in})`, relations :math:`(M, F_{in})`,
+          ``ef_edge_index`` :math:`(2, |\mathcal{E}_{ef}|)` over the :math:`N`
+          entities, ``rf_edge_index`` :math:`(2, |\mathcal{E}_{rf}|)` over
+          :math:`N + M` nodes (relation :math:`m` is node :math:`N + m`), or
+          sparse adjacencies; edge weights
+          :math:`(|\mathcal{E}_{ef}|)`, :math:`(|\mathcal{E}_{rf}|)` *(optional)*
+        - **output:** entities :math:`(N, F_{out})`, relations :math:`(M, F_{out})`
 
     Example:
         >>> conv = TwoViewConv(8, 16)
-        >>> conv
-        TwoViewConv(8, 16, entity_view=True, relation_view=True, quaternion=True)
         >>> x, rel = torch.randn(3, 8), torch.randn(2, 8)
         >>> ef_edge_index = torch.tensor([[0, 1], [1, 0]])
         >>> rf_edge_index = torch.tensor([[0, 3, 2, 4], [3, 0, 4, 2]])
@@ -161,9 +121,9 @@ class TwoViewConv(MessagePassing):
         (torch.Size([3, 16]), torch.Size([2, 16]))
     """
 
-    #: The arguments of :meth:`propagate` (called by
-    #: :func:`~torch_wge.nn.conv.gcn_normalization.gcn_convolution`).
-    propagate_type = {"x": Tensor, "edge_weight": OptTensor}
+    _cached_edge_index: Dict[str, OptPairTensor]
+    _cached_adj_t: Dict[str, SparseTensor]
+    _cached_csr: Dict[str, CSRPair]  # a torch.sparse adjacency's, with its transpose
 
     def __init__(
         self,
@@ -178,13 +138,18 @@ class TwoViewConv(MessagePassing):
         norm_kwargs: Optional[Dict[str, Any]] = None,
         improved: bool = False,
         cached: bool = False,
+        normalize: bool = True,
         bias: bool = True,
+        explain_view: str = "entity",
         **kwargs,
     ):
         kwargs.setdefault("aggr", "add")
         super().__init__(**kwargs)
+        name = self.__class__.__name__
         if not (entity_view or relation_view):
-            raise ValueError(f"'{self.__class__.__name__}' needs at least one of entity_view and relation_view")
+            raise ValueError(f"'{name}' needs at least one of entity_view and relation_view")
+        if explain_view not in VIEWS:
+            raise ValueError(f"'{name}' explain_view must be one of {list(VIEWS)}, got {explain_view!r}")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.entity_view = entity_view
@@ -192,8 +157,13 @@ class TwoViewConv(MessagePassing):
         self.quaternion = quaternion
         self.improved = improved
         self.cached = cached
+        self.normalize = normalize
+        self.explain_view = explain_view
         self.views = tuple(view for view in VIEWS if {"entity": entity_view, "relation": relation_view}[view])
         self.act = activation_resolver(act, **(act_kwargs or {})) if act is not None else None
+        self._cached_edge_index = {}
+        self._cached_adj_t = {}
+        self._cached_csr = {}
 
         def lin() -> torch.nn.Module:
             if quaternion:
@@ -203,24 +173,17 @@ class TwoViewConv(MessagePassing):
         def view_bias() -> Optional[Parameter]:
             return Parameter(torch.empty(out_channels)) if bias else None
 
-        def normalization() -> GCNNormalization:
-            return GCNNormalization(improved, True, self.flow, cached)
-
         norm_kwargs = norm_kwargs or {}
         self.entity_lin = lin() if entity_view else None
         self.entity_bias = view_bias() if entity_view else None
         self.entity_norm = _view_norm(norm, out_channels, norm_kwargs) if entity_view else None
-        self.entity_normalization = normalization() if entity_view else None
         self.relation_lin = lin() if relation_view else None
         self.relation_bias = view_bias() if relation_view else None
         self.relation_norm = _view_norm(norm, out_channels, norm_kwargs) if relation_view else None
-        self.relation_normalization = normalization() if relation_view else None
-        self._explained_view: Optional[str] = None  # while an explainer's edge mask is set
-        self._propagating_view: Optional[str] = None  # while explaining
         self.reset_parameters()
 
     def reset_parameters(self):
-        r"""Glorot weights, zero biases, fresh norms; forgets the cached graphs."""
+        r"""Glorot weights, zero biases, fresh norms; forgets the cached adjacencies."""
         super().reset_parameters()
         for module in (self.entity_lin, self.entity_norm, self.relation_lin, self.relation_norm):
             reset = getattr(module, "reset_parameters", None)  # a norm without parameters has none
@@ -229,50 +192,73 @@ class TwoViewConv(MessagePassing):
         for view_bias in (self.entity_bias, self.relation_bias):
             if view_bias is not None:
                 torch.nn.init.zeros_(view_bias)
-        for normalization in (self.entity_normalization, self.relation_normalization):
-            if normalization is not None:
-                normalization.clear()
-
-    def _parts(
-        self, view: str
-    ) -> Tuple[torch.nn.Module, Optional[Tensor], Optional[torch.nn.Module], GCNNormalization]:
-        """The weight map, bias, norm and adjacency normalisation of ``view`` (one the layer uses)."""
-        if view == "entity" and self.entity_lin is not None and self.entity_normalization is not None:
-            return self.entity_lin, self.entity_bias, self.entity_norm, self.entity_normalization
-        if view == "relation" and self.relation_lin is not None and self.relation_normalization is not None:
-            return self.relation_lin, self.relation_bias, self.relation_norm, self.relation_normalization
-        raise ValueError(f"'{self.__class__.__name__}' has no {view!r} view; it uses {list(self.views)}")
+        self._cached_edge_index = {}
+        self._cached_adj_t = {}
+        self._cached_csr = {}
 
     def norm(self, view: str) -> Optional[torch.nn.Module]:
         r"""The norm of ``view`` (:obj:`"entity"` or :obj:`"relation"`), or :obj:`None`."""
-        return self._parts(view)[2]
+        self._check_view(view)
+        return self.entity_norm if view == "entity" else self.relation_norm
 
-    def normalized_adjacency(self, view: str, adj: Adj, num_nodes: int, dtype: torch.dtype) -> Tuple[Adj, OptTensor]:
+    def normalized_adjacency(
+        self, view: str, adj: Adj, num_nodes: int, dtype: torch.dtype, edge_weight: OptTensor = None
+    ) -> Tuple[Adj, OptTensor]:
         r"""The normalised adjacency :math:`\mathbf{\hat{A}}` of ``view``'s graph ``adj`` over
-        ``num_nodes`` nodes, cached with :obj:`cached=True`: ``(edge_index [2, E'], edge_weight [E'])``
-        for an ``edge_index``, ``(adj_t, None)`` for a sparse adjacency (see
-        :class:`~torch_wge.nn.conv.gcn_normalization.GCNNormalization`)."""
-        return self._parts(view)[3](adj, None, num_nodes, dtype)
+        ``num_nodes`` nodes (cached with :obj:`cached=True`): ``(edge_index [2, E'], edge_weight
+        [E'])`` for an ``edge_index``, ``(adj_t, None)`` for a sparse adjacency; ``adj`` and
+        ``edge_weight`` as they are with :obj:`normalize=False`."""
+        self._check_view(view)
+        adj, edge_weight, _ = self._normalized(view, adj, edge_weight, num_nodes, dtype)
+        return adj, edge_weight
 
-    def convolve(self, view: str, h: Tensor, adj: Adj) -> Tensor:
+    def _normalized(
+        self, view: str, adj: Adj, edge_weight: OptTensor, num_nodes: int, dtype: torch.dtype
+    ) -> Tuple[Adj, OptTensor, OptTensor]:
+        """:meth:`normalized_adjacency`, and the transpose of a cached ``torch.sparse`` one."""
+        transpose: OptTensor = None
+        if not self.normalize:
+            return adj, edge_weight, transpose
+        if isinstance(adj, Tensor) and is_torch_sparse_tensor(adj):
+            cache = self._cached_csr.get(view)
+            if cache is None or not cache_fits((cache[0], cache[2]), adj.device, dtype):
+                adj, transpose = sparse_gcn_norm(adj, num_nodes, self.improved, True, dtype, self.cached)
+                if self.cached and transpose is not None:
+                    self._cached_csr[view] = csr_parts(adj) + csr_parts(transpose)
+            else:
+                adj = csr_tensor(cache[0], cache[1], cache[2], [num_nodes, num_nodes])
+                transpose = csr_tensor(cache[3], cache[4], cache[5], [num_nodes, num_nodes])
+        elif isinstance(adj, Tensor):
+            cache = self._cached_edge_index.get(view)
+            if cache is None or not cache_fits(cache, adj.device, dtype):
+                adj, edge_weight = gcn_norm(adj, edge_weight, num_nodes, self.improved, True, self.flow, dtype)
+                if self.cached:
+                    self._cached_edge_index[view] = (adj, edge_weight)
+            else:
+                adj, edge_weight = cache[0], cache[1]
+        elif isinstance(adj, SparseTensor):
+            cache = self._cached_adj_t.get(view)
+            if cache is None:
+                adj = gcn_norm(adj, edge_weight, num_nodes, self.improved, True, self.flow, dtype)
+                if self.cached:
+                    self._cached_adj_t[view] = adj
+            else:
+                adj = cache
+        return adj, edge_weight, transpose
+
+    def convolve(self, view: str, h: Tensor, adj: Adj, edge_weight: OptTensor = None) -> Tensor:
         r""":math:`\mathbf{\hat{A}} (\mathbf{W} \otimes \mathbf{H}) + \mathbf{b}` of ``view``, the
         message passing of the view over its graph ``adj``, ``[num_nodes, F_out]``."""
-        lin, bias, _, normalization = self._parts(view)
-        if not self.explain:
-            return gcn_convolution(self, normalization, lin, bias, h, adj)
-        self._propagating_view = view
-        try:
-            return gcn_convolution(self, normalization, lin, bias, h, adj)
-        finally:
-            self._propagating_view = None
+        adj_t, edge_weight, transpose = self._normalized(view, adj, edge_weight, h.size(int(self.node_dim)), h.dtype)
+        # propagate_type: (x: Tensor, edge_weight: OptTensor, adj: OptTensor, view: str)
+        out = self.propagate(adj_t, x=self._lin(view, h), edge_weight=edge_weight, adj=transpose, view=view)
+        return self._add_bias(view, out)
 
     def transform(self, view: str, h: Tensor) -> Tensor:
         r""":math:`\mathbf{W} \otimes \mathbf{H} + \mathbf{b}` of ``view``, ``[rows, F_out]``: with
         :math:`\mathbf{H} = \mathbf{\hat{A}} \mathbf{X}` summed beforehand, what :meth:`convolve`
         gives (the map :math:`\mathbf{W} \otimes` acts on each row)."""
-        lin, bias, _, _ = self._parts(view)
-        out = lin(h)
-        return out if bias is None else out + bias
+        return self._add_bias(view, self._lin(view, h))
 
     def activate(self, hs: Dict[str, Tensor], normalize: Normalize = normalize_each) -> Dict[str, Tensor]:
         r""":math:`g(\mathrm{norm}(\mathbf{H}))` of each view's :math:`\mathbf{H}` in ``hs`` (view
@@ -280,7 +266,7 @@ class TwoViewConv(MessagePassing):
         each by itself; an encoder over several processes passes one that synchronises them)."""
         views = list(hs)
         normalized = normalize([self.norm(view) for view in views], [hs[view] for view in views])
-        return {view: h if self.act is None else self.act(h) for view, h in zip(views, normalized)}
+        return {view: self._act(h) for view, h in zip(views, normalized)}
 
     def combine(self, hs: Dict[str, Tensor], num_entities: int, rel: Tensor) -> Tuple[Tensor, Tensor]:
         r"""Eqs. 5 and 7: the layer's entities :math:`\mathbf{X}' = \mathbf{X}_{ef}' *
@@ -288,10 +274,12 @@ class TwoViewConv(MessagePassing):
         (:obj:`"relation"`: ``[num_entities + M, F_out]``, :obj:`"entity"`: ``[num_entities,
         F_out]``); ``rel``, the input relations, are returned as they are without the
         relation-focused view."""
-        x = None
+        x: OptTensor = None
         if "relation" in hs:
+            h = hs["relation"]
             # split, not two slices: its backward writes both gradients into one tensor
-            x, rel = hs["relation"].split([num_entities, hs["relation"].size(0) - num_entities])
+            parts = h.split([num_entities, h.size(0) - num_entities])
+            x, rel = parts[0], parts[1]
         if "entity" in hs:
             x = hs["entity"] if x is None else hs["entity"] * x
         assert x is not None  # a layer reads at least one view
@@ -303,50 +291,71 @@ class TwoViewConv(MessagePassing):
         rel: Tensor,
         ef_edge_index: Optional[Adj] = None,
         rf_edge_index: Optional[Adj] = None,
+        ef_edge_weight: OptTensor = None,
+        rf_edge_weight: OptTensor = None,
     ) -> Tuple[Tensor, Tensor]:
-        name = self.__class__.__name__
         if self.entity_view and ef_edge_index is None:
-            raise ValueError(f"'{name}' uses the entity-focused view but got no ef_edge_index")
+            raise ValueError("'TwoViewConv' uses the entity-focused view but got no ef_edge_index")
         if self.relation_view and rf_edge_index is None:
-            raise ValueError(f"'{name}' uses the relation-focused view but got no rf_edge_index")
-        if self.explain:
-            self._explained_view = self._view_of_edge_mask(ef_edge_index, rf_edge_index)
-        hs = {}
-        if rf_edge_index is not None and self.relation_view:  # Eq. 6 over [X; R]
-            hs["relation"] = self.convolve("relation", torch.cat([x, rel]), rf_edge_index)
-        if ef_edge_index is not None and self.entity_view:  # Eq. 4
-            hs["entity"] = self.convolve("entity", x, ef_edge_index)
-        return self.combine(self.activate(hs), x.size(0), rel)
+            raise ValueError("'TwoViewConv' uses the relation-focused view but got no rf_edge_index")
+        hs: Dict[str, Tensor] = {}
+        if self.relation_view and rf_edge_index is not None:  # Eq. 6 over [X; R]
+            h = self.convolve("relation", torch.cat([x, rel]), rf_edge_index, rf_edge_weight)
+            if self.relation_norm is not None:
+                h = self.relation_norm(h)
+            hs["relation"] = self._act(h)
+        if self.entity_view and ef_edge_index is not None:  # Eq. 4
+            h = self.convolve("entity", x, ef_edge_index, ef_edge_weight)
+            if self.entity_norm is not None:
+                h = self.entity_norm(h)
+            hs["entity"] = self._act(h)
+        return self.combine(hs, x.size(0), rel)
 
     def message(self, x_j: Tensor, edge_weight: OptTensor) -> Tensor:
-        return weighted_message(x_j, edge_weight)
+        return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
 
-    def message_and_aggregate(self, adj_t: Adj, x: Tensor) -> Tensor:
-        # the view whose cached normalisation adj_t is multiplies with its cached transpose
-        for normalization in (self.entity_normalization, self.relation_normalization):
-            if normalization is not None and normalization.holds(adj_t):
-                return normalization.propagate_sparse(adj_t, x, self.aggr)
-        return spmm(adj_t, x, reduce=self.aggr)
+    def message_and_aggregate(self, adj_t: Adj, x: Tensor, adj: OptTensor) -> Tensor:
+        # with a cached adjacency's transpose, the backward pass multiplies by it
+        if (
+            adj is not None
+            and isinstance(adj_t, Tensor)
+            and self.aggr in ["add", "sum"]
+            and not torch.jit.is_scripting()
+        ):
+            return matmul_with_transpose(adj_t, adj, x)
+        return sparse_matmul(adj_t, x, reduce=self.aggr)
 
-    def _view_of_edge_mask(self, ef_edge_index: Optional[Adj], rf_edge_index: Optional[Adj]) -> str:
-        """The view an explainer's edge mask was made for: the one with as many edges."""
-        size = self._edge_mask.size(0)
-        fits = [
-            view
-            for view, adj in (("entity", ef_edge_index), ("relation", rf_edge_index))
-            if view in self.views and isinstance(adj, Tensor) and adj.layout == torch.strided and adj.size(1) == size
-        ]
-        if len(fits) != 1:
-            raise ValueError(
-                f"'{self.__class__.__name__}' got an edge mask of {size} edges, which fits "
-                f"{'both views' if fits else 'neither view'}: explain one view's edge_index tensor"
-            )
-        return fits[0]
-
-    def explain_message(self, inputs: Tensor, dim_size: Optional[int]) -> Tensor:
-        if self._propagating_view != self._explained_view:
+    def explain_message(self, inputs: Tensor, dim_size: Optional[int], view: str) -> Tensor:
+        if view != self.explain_view:
             return inputs  # the other view: not explained
+        mask, messages = self._edge_mask, inputs.size(self.node_dim)
+        if mask is not None and messages not in (mask.numel(), int(self._loop_mask.sum()) + (dim_size or 0)):
+            raise ValueError(
+                f"'{self.__class__.__name__}' got an edge mask of {mask.numel()} edges for the {view} view, "
+                f"which passes {messages} messages: set explain_view to the view the "
+                f"explained edge_index is"
+            )
         return super().explain_message(inputs, dim_size)
+
+    def _check_view(self, view: str):
+        if view not in self.views:
+            raise ValueError(f"'TwoViewConv' has no '{view}' view; it uses {list(self.views)}")
+
+    def _lin(self, view: str, h: Tensor) -> Tensor:
+        if view == "entity":
+            if self.entity_lin is not None:
+                return self.entity_lin(h)
+        elif view == "relation":
+            if self.relation_lin is not None:
+                return self.relation_lin(h)
+        raise ValueError(f"'TwoViewConv' has no '{view}' view")
+
+    def _add_bias(self, view: str, out: Tensor) -> Tensor:
+        bias = self.entity_bias if view == "entity" else self.relation_bias
+        return out if bias is None else out + bias
+
+    def _act(self, h: Tensor) -> Tensor:
+        return h if self.act is None else self.act(h)
 
     def __repr__(self) -> str:
         return (

@@ -46,8 +46,6 @@ class QuaternionLinear(torch.nn.Module):
         torch.Size([4, 1, 2])
     """
 
-    weight: Union[Parameter, UninitializedParameter]  # uninitialised until the first call with in_channels=-1
-
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True):
         super().__init__()
         name = self.__class__.__name__
@@ -56,6 +54,7 @@ class QuaternionLinear(torch.nn.Module):
         out_quaternions = check_quaternion_size(out_channels, f"'{name}' out_channels")
         self.in_channels = in_channels
         self.out_channels = out_channels
+        self.weight: Union[Parameter, UninitializedParameter]  # uninitialised until the first call with in_channels=-1
         if in_channels == -1:
             self.weight = UninitializedParameter()
             self._initialize_hook = self.register_forward_pre_hook(self._initialize_parameters)
@@ -103,8 +102,7 @@ class QuaternionLinear(torch.nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.size(-1) != self.in_channels:
             raise ValueError(
-                f"'{self.__class__.__name__}' expected {self.in_channels} input channels, "
-                f"got features of shape {list(x.shape)}"
+                f"'QuaternionLinear' expected {self.in_channels} input channels, got features of shape {x.shape}"
             )
         return torch.nn.functional.linear(x, self.matrix().t(), self.bias)  # x @ M + b, one fused matmul
 

@@ -2,7 +2,7 @@ from typing import List, Optional, Tuple, cast
 
 import torch
 from torch import Tensor
-from torch_geometric.typing import Adj
+from torch_geometric.typing import Adj, OptTensor
 
 from torch_wge.nn.conv import TwoViewConv
 
@@ -36,15 +36,15 @@ class TwoViewEncoder(torch.nn.Module):
         **kwargs (optional): Arguments of every
             :class:`~torch_wge.nn.TwoViewConv` layer (:obj:`entity_view`,
             :obj:`relation_view`, :obj:`quaternion`, :obj:`act`, :obj:`norm`,
-            :obj:`cached`, ...).
+            :obj:`cached`, :obj:`normalize`, ...).
 
     Shapes:
         - **input:** entities ``x [N, C]``, relations ``rel [M, C]``,
           ``ef_edge_index [2, E_ef]`` over the ``N`` entities,
           ``rf_edge_index [2, E_rf]`` over ``N + M`` nodes (relation ``m`` is
-          node ``N + m``; a batch's ``batch.rf_edge_index``, see
-          :class:`~torch_wge.nn.TwoViewConv`); either may be a sparse
-          adjacency instead.
+          node ``N + m``; a batch's ``batch.rf_edge_index``); either may be a
+          sparse adjacency instead; edge weights ``ef_edge_weight [E_ef]``,
+          ``rf_edge_weight [E_rf]`` *(optional)*.
         - **output:** a list of ``K + 1`` pairs ``(x_k [N, C], rel_k [M, C])``,
           the input first.
 
@@ -75,10 +75,12 @@ class TwoViewEncoder(torch.nn.Module):
         rel: Tensor,
         ef_edge_index: Optional[Adj] = None,
         rf_edge_index: Optional[Adj] = None,
+        ef_edge_weight: OptTensor = None,
+        rf_edge_weight: OptTensor = None,
     ) -> List[Tuple[Tensor, Tensor]]:
         states = [(x, rel)]
         for conv in self.convs:
-            x, rel = conv(x, rel, ef_edge_index, rf_edge_index)
+            x, rel = conv(x, rel, ef_edge_index, rf_edge_index, ef_edge_weight, rf_edge_weight)
             states.append((x, rel))
         return states
 
