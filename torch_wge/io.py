@@ -45,6 +45,7 @@ import re
 import reprlib
 import stat
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, List, Optional, Union
 
@@ -121,13 +122,30 @@ def check_readable_folder(path: PathLike) -> None:
         raise PermissionError(errno.EACCES, "folder not readable (permission denied)", str(path))
 
 
-def read_bytes(path: PathLike, max_bytes: Optional[int] = None) -> bytes:
-    """The content of the regular file ``path`` (see :func:`readable_file`),
-    opened without blocking and checked again once open (a FIFO put there
-    in between is refused too).
+def missing(path: PathLike, what: str = "does not exist") -> OSError:
+    """The error for a ``path`` that cannot be found: ``what`` for a missing file
+    (:class:`FileNotFoundError`), a symbolic link loop as a loop and a link to a missing file
+    as such (an ``ls`` shows such a link, so "does not exist" would mislead)."""
+    name = os.fspath(path)  # as given: "./kg" stays "./kg"
+    if os.path.islink(name):
+        try:
+            os.stat(name)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                return OSError(errno.ELOOP, "a symbolic link loop (the link leads back to itself)", name)
+        return FileNotFoundError(
+            errno.ENOENT, f"a symbolic link to {short_repr(os.readlink(name), 200)}, which does not exist", name
+        )
+    return FileNotFoundError(errno.ENOENT, what, name)
+
+
+@contextlib.contextmanager
+def open_regular(path: PathLike) -> Iterator[BinaryIO]:
+    """The regular file ``path`` (see :func:`readable_file`) open for reading,
+    opened without blocking and checked again once open (a FIFO put there in
+    between is refused too); its read errors name ``path``.
 
     Raises:
-        UnreadableFileError: naming ``path`` when it holds more than ``max_bytes``.
         OSError: naming ``path`` (missing, unreadable, or no regular file).
     """
     path = readable_file(path)
@@ -138,9 +156,22 @@ def read_bytes(path: PathLike, max_bytes: Optional[int] = None) -> bytes:
     with os.fdopen(fd, "rb") as f:
         _refuse_non_regular(os.fstat(fd).st_mode, path, "read")
         try:
-            content = f.read() if max_bytes is None else f.read(max_bytes + 1)
+            yield f
         except OSError as error:
+            if error.filename is not None:  # an error naming its own file
+                raise
             raise _naming(error, path) from error
+
+
+def read_bytes(path: PathLike, max_bytes: Optional[int] = None) -> bytes:
+    """The content of the regular file ``path``, opened by :func:`open_regular`.
+
+    Raises:
+        UnreadableFileError: naming ``path`` when it holds more than ``max_bytes``.
+        OSError: naming ``path`` (missing, unreadable, or no regular file).
+    """
+    with open_regular(path) as f:
+        content = f.read() if max_bytes is None else f.read(max_bytes + 1)
     if max_bytes is not None and len(content) > max_bytes:
         raise UnreadableFileError(f"{path}: larger than {max_bytes:,} bytes; refused (not read)")
     return content
@@ -328,7 +359,9 @@ def torch_load(path: PathLike, map_location: Any = None) -> Any:
 
     path = readable_file(path)
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a plain pickle's "Detected pickle protocol 4": the error says enough
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
         if "weights only" in str(error).lower():
             raise UnreadableFileError(

@@ -91,6 +91,16 @@ def test_load_embeddings_for_notebooks(run, encoded):
     assert arrays["relation_labels"][dataset.relation_names.index("P1") + 3] == "likes (inverse)"
 
 
+def test_metadata_rows_are_the_vectors_rows_whatever_the_names_hold():
+    # every character at which str.splitlines (or another reader) breaks a line becomes a space
+    breaks = ["\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\x00", "\t"]
+    names = [f"e{i}{char}x" for i, char in enumerate(breaks)]
+    text = metadata_tsv({"name": names, "label": [f"label{char}" for char in breaks]})
+    lines = text.splitlines()
+    assert len(lines) == 1 + len(names)
+    assert lines[1:] == [f"e{i} x\tlabel " for i in range(len(breaks))]
+
+
 def test_metadata_has_a_header_only_with_several_columns():
     assert metadata_tsv({"name": ["a", "b"]}) == "a\nb\n"
     assert metadata_tsv({"name": ["a", "b"], "label": ["x\ty\nz", None]}) == "name\tlabel\na\tx y z\nb\t\n"

@@ -84,6 +84,21 @@ def test_crafted_checkpoint_is_refused_and_runs_nothing(tmp_path):
     assert target.exists()
 
 
+def test_a_plain_pickle_is_one_line_without_torchs_protocol_warning(tmp_path, capsys):
+    import pickle
+
+    from torch_wge.cli import main
+
+    (tmp_path / "plain.pt").write_bytes(pickle.dumps({"format": FORMAT, "model": {}}, protocol=4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's "Detected pickle protocol 4" would end the test
+        with pytest.raises(CheckpointError, match="refused"):
+            load_checkpoint(tmp_path / "plain.pt")
+    assert main(["evaluate", str(tmp_path / "plain.pt")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "refused (loading it could run code)" in err, err
+
+
 def test_disk_full_keeps_the_previous_file_and_no_temporary(tmp_path, monkeypatch, full_disk):
     path = tmp_path / "results.json"
     io.write_json(path, {"epoch": 1})

@@ -4,11 +4,12 @@ import json
 
 import pytest
 
-from torch_wge.training.checkpoint import CheckpointError
+from torch_wge.training.checkpoint import CheckpointError, load_checkpoint
 from torch_wge.training.run_folder import (
     RunFolderBusy,
     RunFolderHoldsRun,
     RunLog,
+    checkpoint_file,
     open_run_folder,
     read_log,
 )
@@ -83,6 +84,38 @@ def test_overwrite_writes_through_a_linked_last_pt_as_a_resume_does(tmp_path):
     assert not (elsewhere / "last.pt").exists() and not (elsewhere / "log.jsonl").exists()  # the replaced run's files
     RunLog(folder / "log.jsonl").epoch(1, loss=1.0, lr=0.1, seconds=2.0, wall_seconds=2.0)
     assert (folder / "log.jsonl").is_symlink() and read_log(elsewhere / "log.jsonl")[0]["epoch"] == 1
+
+
+def test_a_symbolic_link_loop_is_said_to_be_one(tmp_path, capsys):
+    from torch_wge.cli import main
+
+    (tmp_path / "loop.pt").symlink_to(tmp_path / "loop.pt")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "best.pt").symlink_to(tmp_path / "run" / "best.pt")
+    (tmp_path / "gone.pt").symlink_to(tmp_path / "missing.pt")
+    for run in (tmp_path / "loop.pt", tmp_path / "run"):
+        with pytest.raises(OSError, match="a symbolic link loop") as error:
+            checkpoint_file(run)
+        assert error.value.filename.endswith(".pt")
+    with pytest.raises(FileNotFoundError, match=r"a symbolic link to '.*missing.pt', which does not exist"):
+        checkpoint_file(tmp_path / "gone.pt")
+    with pytest.raises(OSError, match="a symbolic link loop"):
+        load_checkpoint(tmp_path / "loop.pt")
+    for argv in (["evaluate", str(tmp_path / "loop.pt")], ["train", "--dataset", str(tmp_path / "loop.pt")]):
+        assert main(argv) == 2
+        said = capsys.readouterr().err.strip()
+        assert said.endswith(f"{tmp_path / 'loop.pt'}: a symbolic link loop (the link leads back to itself)"), said
+
+
+def test_a_triples_file_that_is_a_link_loop_is_said_to_be_one(tmp_path):
+    from torch_wge.datasets import TriplesFolder
+
+    for name in ("valid.txt", "test.txt"):
+        (tmp_path / name).write_text("a\tr\tb\n")
+    (tmp_path / "train.txt").symlink_to(tmp_path / "train.txt")
+    with pytest.raises(OSError, match="a symbolic link loop") as error:
+        TriplesFolder(str(tmp_path), log=False)
+    assert error.value.filename == str(tmp_path / "train.txt")
 
 
 def test_log_records_and_truncation(tmp_path):

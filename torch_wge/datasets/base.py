@@ -38,11 +38,32 @@ def md5sum(path: str, block_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+#: The longest line of a triples file: three identifiers never take this much. A longer one (a
+#: binary file, a sparse file of NUL bytes without a newline) is refused once this much is read.
+MAX_LINE_BYTES = 1 << 20
+
+#: Bytes of a triples file read at a time.
+READ_BLOCK_BYTES = 1 << 24
+
+#: Memory a line of a triples file takes once read, besides its text: a list of three strings.
+LINE_OVERHEAD_BYTES = 240
+
+#: Characters refused in identifiers: control characters (C0 but the tab that separates the fields, a
+#: carriage return but at a line's end, DEL, C1 with U+0085) and the line and paragraph separators, which
+#: split a line for readers other than this one (``str.splitlines``, the TSV files of ``torch-wge export``).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]|\r(?!\r*(?:\n|\\Z))")
+
+
 def read_triples(path: str) -> Tuple[Triples, List[int]]:
     r"""Reads a file of ``head<TAB>relation<TAB>tail`` lines.
 
     Identifiers are kept as opaque strings (only the line ending, ``\n`` or
-    ``\r\n``, is removed); empty lines are skipped.
+    ``\r\n``, is removed); empty lines are skipped. The file is read
+    :data:`READ_BLOCK_BYTES` at a time, so that a file that cannot be read
+    is refused early: a line longer than :data:`MAX_LINE_BYTES` as soon as it
+    is read, and a file whose lines would take more memory than the machine
+    has (estimated from its size and the lines of its first block) before the
+    rest is read.
 
     Returns:
         The triples as lists of three strings, in file order, and the
@@ -51,48 +72,122 @@ def read_triples(path: str) -> Tuple[Triples, List[int]]:
     Raises:
         ValueError: naming the file and the 1-based line number of the first
             line that does not hold exactly three non-empty tab-separated
-            fields, or naming the file when it holds no triple.
+            fields, that is too long, or whose identifiers hold a control
+            character or a line separator (U+2028, ...); naming the file when
+            it is not UTF-8, holds no triple, is too large for the memory, or
+            the memory runs out while it is read.
     """
-    text = _read_text(path, encoding="utf-8-sig")  # a leading BOM is dropped
-    _warn_of_padded_identifiers(path, text)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    rows = [line.rstrip("\r").split("\t") for line in lines]
-    blank = [""]
-    bad = [i for i, row in enumerate(rows) if (len(row) != 3 or not all(row)) and row != blank]
-    if bad:
-        i = bad[0]
-        fields = len(rows[i])
-        what = f"{fields} tab-separated field(s)" if fields != 3 else "an empty field"
+    rows: Triples = []
+    linenos: List[int] = []
+    padded: List[int] = []  # the first padded field's line, and the number of such fields
+    size = os.stat(io.readable_file(path)).st_size
+    try:
+        with io.open_regular(path) as f:
+            offset = lines = 0  # bytes and lines parsed
+            tail = b""
+            while True:
+                block = f.read(READ_BLOCK_BYTES)
+                data = tail + block
+                cut = data.rfind(b"\n") + 1 if block else len(data)
+                if len(data) - cut > MAX_LINE_BYTES:
+                    line = lines + data.count(b"\n", 0, cut) + 1
+                    raise ValueError(
+                        f"{path}, line {line}: longer than {MAX_LINE_BYTES:,} bytes without a line break; no line "
+                        f"of triples is (a binary file?)"
+                    )
+                tail = data[cut:]
+                if cut:
+                    lines = _parse_lines(path, data[:cut], offset, lines, rows, linenos, padded)
+                    if offset == 0 and cut < size:
+                        _check_memory_needed(path, size, cut, lines)
+                    offset += cut
+                if not block:
+                    break
+    except MemoryError:
+        count = len(rows)
+        rows.clear()
+        linenos.clear()
         raise ValueError(
-            f"{path}, line {i + 1}: expected 'head<TAB>relation<TAB>tail' "
-            f"(three non-empty tab-separated fields) but found {what}: "
-            f"{lines[i][:200]!r}"
+            f"{path}: out of memory while reading it ({size:,} bytes; {count:,} triples read), refused"
+        ) from None
+    if padded:
+        warnings.warn(
+            f"{path}, line {padded[0]}: an identifier begins or ends with a space ({padded[1]} such field(s) in the "
+            f"file); kept as written, so it names another entity or relation than the one without the space",
+            stacklevel=2,
         )
-    linenos = [i + 1 for i, row in enumerate(rows) if row != blank]
-    if len(linenos) != len(rows):
-        rows = [row for row in rows if row != blank]
     if not rows:
         raise ValueError(f"{path} holds no triples (empty split)")
     return rows, linenos
 
 
-#: A field of a triple line that begins or ends with white space (other than the line ending).
-_PADDED_FIELD = re.compile(r"(?:^|\t)[ \f\v\u00a0]|[ \f\v\u00a0](?:\t|\r?$)", re.MULTILINE)
+def physical_memory() -> int:
+    """The bytes of memory of this machine."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def _warn_of_padded_identifiers(path: str, text: str) -> None:
-    # Identifiers are opaque: "Q1 " is another entity than "Q1", which is
-    # almost always a mistake in the file; kept, but said once per file.
+def _check_memory_needed(path: str, size: int, read: int, lines: int) -> None:
+    # refuses a file whose lines would take more memory than the machine has, estimated from its
+    # size and the `lines` of its first `read` bytes
+    needed = size / read * (lines * LINE_OVERHEAD_BYTES + read)
+    available = physical_memory()
+    if needed > available:
+        raise ValueError(
+            f"{path}: {size:,} bytes, about {size / read * lines:,.0f} lines, whose triples would take about "
+            f"{needed / 2**30:.1f} GiB of memory once read, more than the {available / 2**30:.1f} GiB of this "
+            f"machine; refused before it is read"
+        )
+
+
+def _parse_lines(
+    path: str, content: bytes, offset: int, before: int, rows: Triples, linenos: List[int], padded: List[int]
+) -> int:
+    # appends the triples of `content` (whole lines, from byte `offset` of the file, after its first
+    # `before` lines) to `rows` and their line numbers to `linenos`; returns the lines parsed so far
+    try:
+        text = content.decode("utf-8-sig" if offset == 0 else "utf-8")  # a leading BOM is dropped
+    except UnicodeDecodeError as e:
+        at = offset + e.start
+        raise ValueError(f"{path}: not UTF-8 text (byte 0x{content[e.start]:02x} at offset {at})") from None
+    control = _CONTROL.search(text)
+    if control is not None:
+        line = before + text.count("\n", 0, control.start()) + 1
+        char = control.group()[0]
+        raise ValueError(
+            f"{path}, line {line}: an identifier holds the control character or line separator "
+            f"{char.encode('unicode_escape').decode('ascii')} (U+{ord(char):04X}); refused, since it would break "
+            f"the line for other readers (identifiers are opaque, but one line a triple)"
+        )
+    # identifiers are opaque: "Q1 " is another entity than "Q1", almost always a mistake in the file;
+    # kept, but said once per file
     found = [match.start() for match in _PADDED_FIELD.finditer(text)]
     if found:
-        line = text.count("\n", 0, found[0]) + 1
-        warnings.warn(
-            f"{path}, line {line}: an identifier begins or ends with a space ({len(found)} such field(s) in the "
-            f"file); kept as written, so it names another entity or relation than the one without the space",
-            stacklevel=3,
-        )
+        if not padded:
+            padded.extend([before + text.count("\n", 0, found[0]) + 1, 0])
+        padded[1] += len(found)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    parsed = [line.rstrip("\r").split("\t") for line in lines]
+    blank = [""]
+    for i, row in enumerate(parsed):
+        if row == blank:
+            continue
+        if len(row) != 3 or not all(row):
+            fields = len(row)
+            what = f"{fields} tab-separated field(s)" if fields != 3 else "an empty field"
+            raise ValueError(
+                f"{path}, line {before + i + 1}: expected 'head<TAB>relation<TAB>tail' "
+                f"(three non-empty tab-separated fields) but found {what}: "
+                f"{lines[i][:200]!r}"
+            )
+        rows.append(row)
+        linenos.append(before + i + 1)
+    return before + len(lines)
+
+
+#: A field of a triple line that begins or ends with white space (other than the line ending).
+_PADDED_FIELD = re.compile(r"(?:^|\t)[ \f\v\u00a0]|[ \f\v\u00a0](?:\t|\r?$)", re.MULTILINE)
 
 
 def read_label_file(path: str) -> Dict[str, str]:
@@ -362,6 +457,8 @@ class KnowledgeGraphDataset(InMemoryDataset):
     def download(self) -> None:
         io.check_readable_folder(self.raw_dir)  # its files are there, only unreadable
         for filename in SPLIT_FILES:
+            if osp.islink(osp.join(self.raw_dir, filename)) and not osp.exists(osp.join(self.raw_dir, filename)):
+                raise io.missing(osp.join(self.raw_dir, filename))  # a link loop or to nothing: not replaced
             if not osp.exists(osp.join(self.raw_dir, filename)):
                 self._fetch(filename, self.urls[filename])
         for filename, url in self.label_urls.items():

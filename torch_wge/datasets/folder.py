@@ -61,6 +61,10 @@ class TriplesFolder(KnowledgeGraphDataset):
 
     def download(self) -> None:
         io.check_readable_folder(self.raw_dir)  # its files are there, only unreadable
+        for name in SPLIT_FILES:
+            path = osp.join(self.raw_dir, name)
+            if osp.islink(path) and not osp.exists(path):  # a link loop, or a link to a missing file
+                raise io.missing(path)
         missing: List[str] = [f for f in SPLIT_FILES if not osp.isfile(osp.join(self.raw_dir, f))]
         raise FileNotFoundError(
             f"TriplesFolder: {', '.join(missing)} not found in {self.raw_dir} (it must hold {', '.join(SPLIT_FILES)})"

@@ -6,6 +6,7 @@ import functools
 import os.path as osp
 from typing import Any, Callable, Dict, Optional
 
+from torch_wge import io
 from torch_wge.datasets.base import KnowledgeGraphDataset
 from torch_wge.datasets.codex import CoDEx
 from torch_wge.datasets.folder import TriplesFolder
@@ -64,9 +65,9 @@ def looks_like_a_path(name: str) -> bool:
 def unknown_dataset(name: str) -> Exception:
     """The error for a dataset ``name`` that is neither a name of :obj:`DATASETS` nor a folder: a
     path that does not exist is said to be missing; a name gets the closest names (difflib)."""
-    if looks_like_a_path(name) or osp.exists(name):
+    if looks_like_a_path(name) or osp.lexists(name):
         if not osp.exists(name):
-            return FileNotFoundError(errno.ENOENT, "no such dataset folder", name)
+            return io.missing(name, "no such dataset folder")  # a link loop is said to be one
         return NotADirectoryError(
             errno.ENOTDIR, "is a file; a dataset folder holds train.txt, valid.txt and test.txt", name
         )

@@ -159,12 +159,20 @@ def relation_columns(arrays: Dict[str, Any]) -> Dict[str, Sequence[Optional[str]
 def metadata_tsv(columns: Dict[str, Sequence[Optional[str]]]) -> str:
     """The projector's metadata file: one row per line, a header naming the
     columns when there is more than one (the projector's rule); a missing
-    label is empty, tabs and line breaks inside a value become spaces."""
+    label is empty; tabs, line breaks, every other control character and the
+    line and paragraph separators inside a value (U+2028, U+0085, ``\x1e``,
+    ... at which ``str.splitlines`` and other readers break lines) become
+    spaces, so that the file's rows are the vectors' rows."""
     rows: List[Sequence[Optional[str]]] = list(zip(*columns.values()))
     lines = ["\t".join(columns)] if len(columns) > 1 else []
     lines += ["\t".join(_cell(value) for value in row) for row in rows]
     return "".join(line + "\n" for line in lines)
 
 
+#: What a metadata cell may not hold: C0 controls (tab and line breaks among them), DEL, C1 controls
+#: (U+0085 among them) and the line and paragraph separators.
+_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def _cell(value: Optional[str]) -> str:
-    return "" if value is None else re.sub(r"[\t\r\n]", " ", str(value))
+    return "" if value is None else _BREAKS.sub(" ", str(value))

@@ -82,10 +82,13 @@ def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.devic
     Raises:
         CheckpointError: if the file is missing, unreadable, damaged, holds
             other objects or is not a torch_wge checkpoint.
-        OSError: naming a path that is no regular file (a FIFO, device or folder).
+        OSError: naming a path that is no regular file (a FIFO, device or folder), a symbolic
+            link loop or a link to a missing file.
     """
     path = Path(path)
     if not path.exists():
+        if path.is_symlink():  # a loop, or a link to a missing file: said so
+            raise io.missing(path)
         raise CheckpointError(f"checkpoint {path} does not exist")
     io.readable_file(path)  # a FIFO or device is refused, never read
     try:

@@ -173,16 +173,16 @@ def checkpoint_file(run: Union[str, Path]) -> Path:
 
     Raises:
         FileNotFoundError: naming the file when there is none (a run never validated has no
-            ``best.pt``).
-        OSError: naming a FIFO, device or socket.
+            ``best.pt``), or it is a link to a missing file (said so).
+        OSError: naming a FIFO, device or socket, or a symbolic link loop (said so).
     """
     path = Path(run)
     if path.is_dir():
         path = path / "best.pt"
         if not path.exists():
-            raise FileNotFoundError(errno.ENOENT, "no best checkpoint (the run was never validated)", str(path))
+            raise io.missing(path, "no best checkpoint (the run was never validated)")
     elif not path.exists():
-        raise FileNotFoundError(errno.ENOENT, "does not exist (neither a checkpoint nor a run folder)", str(path))
+        raise io.missing(path, "does not exist (neither a checkpoint nor a run folder)")
     return io.readable_file(path)
 
 
