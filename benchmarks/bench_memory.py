@@ -417,7 +417,7 @@ def wge_model(data):
     from torch_wge.nn import WGE
 
     torch.manual_seed(0)
-    model = WGE(int(data.num_nodes), int(data.num_relations), hidden_channels=64, num_layers=2)
+    model = WGE(int(data.num_nodes), int(data.num_relations), hidden_channels=64, num_layers=2, cached=True)
     return model, model.graph_inputs(data)
 
 

@@ -80,7 +80,8 @@ def main(args: argparse.Namespace) -> None:
     # 2. The model, its objective and optimiser; graph_inputs: the views as CSR adjacencies.
     torch.manual_seed(args.seed)  # the initial weights and dropout masks of `torch-wge train --seed`
     model = WGE(num_entities, num_relations, hidden_channels=HIDDEN_CHANNELS, num_layers=NUM_LAYERS,
-                alpha0=ALPHA0, dropout=DROPOUT, batch_norm=True).to(device)  # fmt: skip
+                alpha0=ALPHA0, dropout=DROPOUT, batch_norm=True, cached=True).to(device)  # fmt: skip
+    # cached=True, as GCNConv's: the views are normalised once, for this one graph (transductive)
     graph = {name: adj.to(device) for name, adj in model.graph_inputs(data).items()}
     # bfloat16 scoring matmuls where the device has them in hardware (as `torch-wge train`'s default)
     loss_fn = OneToNLoss(objective=OBJECTIVE, label_smoothing=LABEL_SMOOTHING, matmul_dtype=auto_matmul_dtype(device))

@@ -86,7 +86,8 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
     :obj:`predicate_entities`, :obj:`relation_edges`) shape ``data``'s views
     instead (:func:`~torch_wge.training.graph_transform`), the objective's
     settings the loss (:func:`build_loss`); the optimisation settings are the
-    training loop's.
+    training loop's. Its encoder caches the normalised views (:obj:`cached=True`):
+    the model is for the graph of ``data``.
 
     Example:
         >>> from torch_wge.testing import random_kg
@@ -103,6 +104,7 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
         dropout=config.dropout,
         views=config.views,
         conv=config.conv,
+        cached=True,  # transductive: trained and evaluated on the graph of `data` only
     )
 
 

@@ -80,17 +80,19 @@ class WGE(torch.nn.Module):
         conv (str, optional): The encoder's weights: :obj:`"quaternion"`, or
             :obj:`"gcn"` for real ones (ablation 2, a GCN per view).
             (default: :obj:`"quaternion"`)
+        cached (bool, optional): If set to :obj:`True`, the encoder's layers
+            normalise each view's adjacency on their first call and use that
+            result from then on (:class:`~torch_wge.nn.QuaternionGCNConv`'s
+            :obj:`cached`, as :class:`~torch_geometric.nn.conv.GCNConv`'s).
+            This should only be set to :obj:`True` in transductive learning,
+            where every call passes the same graph, as in training on one
+            knowledge graph; a model given other graphs must leave it off.
+            (default: :obj:`False`)
 
     The model scores; its training objective is
     :class:`~torch_wge.nn.OneToNLoss`. Every score goes through the decoder
     modules (:attr:`decoders`, one per layer), so hooks on them see every
     query.
-
-    The encoder keeps each view's normalised adjacency for the graph it was
-    computed from (:class:`~torch_wge.nn.QuaternionGCNConv`'s
-    :obj:`cached`): training on one graph normalises it once, and a call on
-    another graph (or the same graph moved to another device or dtype) is
-    normalised anew.
 
     Example:
         >>> model = WGE(num_entities=5, num_relations=2, hidden_channels=2, num_layers=1)
@@ -115,6 +117,7 @@ class WGE(torch.nn.Module):
         batch_norm: bool = True,
         views: str = "two-view",
         conv: str = "quaternion",
+        cached: bool = False,
     ):
         super().__init__()
         name = self.__class__.__name__
@@ -152,7 +155,7 @@ class WGE(torch.nn.Module):
                 relation_view="rf_edge_index" in inputs,
                 quaternion=conv == "quaternion",
                 norm="batch_norm" if batch_norm else None,
-                cached=True,
+                cached=cached,
             )
             if num_layers > 0
             else None
