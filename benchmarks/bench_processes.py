@@ -202,8 +202,15 @@ def phases_worker(args) -> None:
     except ImportError:
         pass
     torch.set_num_threads(args.threads)
+    precision = {"precision": args.precision} if args.precision else {}  # else the code's default
     config = TrainConfig(
-        dataset=args.dataset, root=args.root, recipe=args.recipe, encoder=args.encoder, device="cpu", seed=0
+        dataset=args.dataset,
+        root=args.root,
+        recipe=args.recipe,
+        encoder=args.encoder,
+        device="cpu",
+        seed=0,
+        **precision,
     )
     _, data = load_data(config, log=False)
     with tempfile.TemporaryDirectory(prefix="bench_processes_") as out:
@@ -255,6 +262,7 @@ def run_setup(name: str, args, root: Path) -> List[Dict]:
     command += ["--dataset", args.dataset, "--root", str(root)]
     command += ["--recipe", args.recipe, "--steps", str(args.steps), "--warmup", str(args.warmup)]
     command += ["--threads", str(threads), "--encoder", encoder] + (["--barriers"] if args.barriers else [])
+    command += ["--precision", args.precision] if args.precision else []
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     started = [subprocess.Popen(command, env=env) for _ in range(side_by_side)]
     for process in started:
@@ -281,6 +289,7 @@ def phases(args) -> None:
         record = {
             "dataset": args.dataset,
             "recipe": args.recipe,
+            "precision": args.precision or "the code's default",
             "steps": args.steps,
             "warmup": args.warmup,
             "barriers": args.barriers,
@@ -396,6 +405,7 @@ def main() -> None:
     e.add_argument("train_args", nargs="*", help="after --: arguments of every torch-wge train")
     p.add_argument("--recipe", default="fast", help="training recipe (default: fast)")
     p.add_argument("--steps", type=int, default=14, help="optimiser steps per process (default: 14)")
+    p.add_argument("--precision", help="TrainConfig.precision (default: the code's default)")
     p.add_argument("--warmup", type=int, default=2, help="first steps not counted (default: 2)")
     p.add_argument("--barriers", action="store_true", help="time a barrier before every collective")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

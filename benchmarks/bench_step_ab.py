@@ -9,6 +9,10 @@ of its slowest process; the record holds every run's and their medians over the 
 
 Time it on a quiet machine: other load skews the two sides unevenly.
 
+``--precision`` sets both sides' ``TrainConfig.precision`` (default: each code's own default) and
+``--old-precision`` the old side's alone, so that one checkout against itself (``--old-code .``)
+compares two precisions.
+
 Example::
 
     git worktree add --detach /tmp/old HEAD~1
@@ -56,6 +60,8 @@ def main() -> None:
         help="as bench_processes.py phases: 1x1, 1x2, 2x1-replicated, 2x1-sharded, 1x1-pair, ... (default: 1x2 2x1-sharded)",
     )
     parser.add_argument("--steps", type=int, default=14, help="optimiser steps per process (default: 14)")
+    parser.add_argument("--precision", help="both sides' precision (default: each code's default)")
+    parser.add_argument("--old-precision", help="the old side's precision (default: --precision)")
     parser.add_argument("--what", default="", help="what the change is, for the record")
     parser.add_argument("--json", help="write the record here")
     args = parser.parse_args()
@@ -67,6 +73,7 @@ def main() -> None:
     ).stdout.strip()
 
     sides = {"old": {**os.environ, "PYTHONPATH": str(old_code)}, "new": {**os.environ, "PYTHONPATH": str(HERE.parent)}}
+    precisions = {"old": args.old_precision or args.precision, "new": args.precision}
     rounds: List[Dict] = []
     with tempfile.TemporaryDirectory(prefix="bench_step_ab_") as tmp:
         for number in range(1, args.rounds + 1):
@@ -77,6 +84,7 @@ def main() -> None:
                 command = [sys.executable, str(HERE / "bench_processes.py"), "phases", "--dataset", args.dataset]
                 command += ["--recipe", args.recipe, "--steps", str(args.steps), "--setups", *args.setups]
                 command += ["--json", str(out)] + (["--data-dir", args.data_dir] if args.data_dir else [])
+                command += ["--precision", precisions[side]] if precisions[side] else []
                 done = subprocess.run(command, env=sides[side], capture_output=True, text=True)
                 if done.returncode != 0:
                     raise SystemExit(f"round {number}, {side} code failed:\n{done.stderr[-2000:]}")
@@ -98,6 +106,7 @@ def main() -> None:
             "old_code": old_commit,
             "dataset": args.dataset,
             "recipe": args.recipe,
+            "precision": {side: precision or "the code's default" for side, precision in precisions.items()},
             "steps": args.steps,
             "step_ms": "per run and setup, the median over its steps (2 warm-up steps not counted) of its slowest process",
             "rounds": rounds,
