@@ -2,6 +2,7 @@
 filtered evaluator on PyG kge models."""
 
 import copy
+import inspect
 import pickle
 
 import pytest
@@ -221,7 +222,9 @@ def test_wgekge_forward_and_loss_are_wge(kg):
         positives,
     )
     assert torch.allclose(loss, expected)
-    assert model.node_emb is wge.entity_embedding
+    assert (
+        model.node_emb.weight is wge.entity_embedding.weight and model.rel_emb.weight is wge.relation_embedding.weight
+    )
     # PyG's raw (unfiltered) tail ranking: the rank of each tail among the 1-N scores of its query
     mean_rank, mrr, hits = model.test(head, rel, tail, batch_size=25, log=False)
     rank = 1 + (full > full[torch.arange(3), tail].view(-1, 1)).sum(dim=1).double()
@@ -534,3 +537,153 @@ def test_wgekge_under_torch_func_grad_equals_autograd(kg, num_layers):
         for name, p in module.named_parameters():
             expected = p.grad if p.grad is not None else torch.zeros_like(p)
             assert torch.allclose(ours[name], expected, atol=1e-12), name
+
+
+# ------------------------------------------- KGEModel's contract: constructor, embeddings, signatures, ties
+
+
+def kge_model(cls, kg, **kwargs):
+    torch.manual_seed(0)
+    if cls is QuatE:
+        return QuatE(25, 3, hidden_channels=2, **kwargs)
+    return WGEKGE(25, 3, hidden_channels=2, data=kg, num_layers=1, **kwargs)
+
+
+@pytest.mark.parametrize("cls", [QuatE, WGEKGE])
+def test_kge_models_run_kgemodels_constructor_and_use_its_embeddings(cls, kg, monkeypatch):
+    calls = []
+    kgemodel_init = KGEModel.__init__
+
+    def spy(self, *args, **kwargs):
+        calls.append((args, kwargs))
+        kgemodel_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(KGEModel, "__init__", spy)
+    model = kge_model(cls, kg)
+    assert calls == [((25, 3, 8, False), {})]  # 4 * hidden_channels real numbers per embedding
+    assert (model.num_nodes, model.num_relations, model.hidden_channels) == (25, 3, 2)  # quaternions
+    assert model.node_emb.weight.shape == (25, 8)
+    assert model.rel_emb.weight.shape == ((3 if cls is QuatE else 6), 8)  # WGE: the inverses at r + R
+    # each parameter once, by one name; the state dict holds exactly those and the persistent buffers
+    named = dict(model.named_parameters())
+    assert len({id(p) for p in model.parameters()}) == len(list(model.parameters())) == len(named)
+    assert list(named)[:2] == ["node_emb.weight", "rel_emb.weight"]
+    buffers = [name for name, _ in model.named_buffers() if name.rsplit(".", 1)[-1] != "layer_weights"]
+    assert sorted(model.state_dict()) == sorted([*named, *buffers])
+    assert all(isinstance(value, torch.Tensor) for value in model.state_dict().values())  # no graph in it
+    if cls is WGEKGE:  # the weights WGE encodes are KGEModel's embeddings' (no second copy)
+        assert model.node_emb.weight is model.wge.entity_embedding.weight
+        assert model.rel_emb.weight is model.wge.relation_embedding.weight
+    # no unused parameter: the loss reaches every one
+    model.train()
+    model.loss(HEAD, REL, TAIL).backward()
+    assert [name for name, p in named.items() if p.grad is None or not p.grad.abs().sum() > 0] == []
+
+
+@pytest.mark.parametrize("cls", [QuatE, WGEKGE])
+@pytest.mark.parametrize("method", ["__init__", "forward", "loss", "loader", "test"])
+def test_kge_models_have_pygs_signatures(cls, method):
+    """PyG's parameters in PyG's order (names, kinds, defaults); any further one keyword-only. The
+    constructors: PyG's first three, and sparse=False (after WGEKGE's data and loss_fn)."""
+
+    def described(parameters):
+        return [(p.name, p.kind, p.default) for p in parameters]
+
+    ours = list(inspect.signature(getattr(cls, method)).parameters.values())
+    pyg = list(inspect.signature(getattr(KGEModel, method)).parameters.values())
+    if method == "__init__":
+        assert described(ours[:4]) == described(pyg[:4])  # self, num_nodes, num_relations, hidden_channels
+        assert [p.default for p in ours if p.name == "sparse"] == [False]
+        return
+    assert described(ours[: len(pyg)]) == described(pyg)
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in ours[len(pyg) :])
+
+
+def test_wgekge_refuses_sparse_gradients(kg):
+    with pytest.raises(ValueError, match="sparse=False only: .* gradients are dense"):
+        WGEKGE(25, 3, hidden_channels=2, data=kg, sparse=True)
+
+
+def test_wgekge_state_dict_holds_each_weight_once_and_loads_either_name(kg):
+    model = wgekge(kg, seed=1)
+    state = model.state_dict()
+    with torch.no_grad():
+        expected = model(HEAD, REL, TAIL)
+    wge_names = {"node_emb.weight": "wge.entity_embedding.weight", "rel_emb.weight": "wge.relation_embedding.weight"}
+    assert not set(wge_names.values()) & set(state)
+    older = {wge_names.get(name, name): value for name, value in state.items()}  # saved before the weights were tied
+    both = {**state, "wge.entity_embedding.weight": torch.zeros_like(state["node_emb.weight"])}  # KGEModel's wins
+    for given, assign in ((state, False), (older, False), (both, False), (state, True)):
+        fresh = wgekge(kg, seed=2)
+        assert not torch.equal(fresh.node_emb.weight, state["node_emb.weight"])
+        fresh.load_state_dict(given, assign=assign)
+        assert fresh.node_emb.weight is fresh.wge.entity_embedding.weight  # still tied (assign=True too)
+        assert fresh.rel_emb.weight is fresh.wge.relation_embedding.weight
+        assert len(list(fresh.parameters())) == len(list(model.parameters()))
+        with torch.no_grad():
+            assert torch.equal(fresh(HEAD, REL, TAIL), expected)
+    # the WGE inside loads a WGE's (the trainer's) state dict, and functional_call takes either name
+    torch.manual_seed(3)
+    wge = WGE(25, 3, hidden_channels=2, num_layers=1, dropout=0.0).double()
+    model.wge.load_state_dict(wge.state_dict())
+    assert torch.equal(model.node_emb.weight, wge.entity_embedding.weight)
+    weight = torch.randn_like(model.node_emb.weight)
+    with torch.no_grad():
+        by_kge_name = torch.func.functional_call(model, {"node_emb.weight": weight}, (HEAD, REL, TAIL))
+        by_wge_name = torch.func.functional_call(model, {"wge.entity_embedding.weight": weight}, (HEAD, REL, TAIL))
+    assert torch.equal(by_kge_name, by_wge_name) and torch.equal(model.node_emb.weight, wge.entity_embedding.weight)
+
+
+def tied_model(cls, kg):
+    """A model whose entities of even id embed as zeros: every query scores those 13 exactly 0, so
+    that a true tail among them ties with the other 12 (a head among them scores all 25 as 0: the
+    query of a zero head is zero, through a fresh model's batch norm too)."""
+    torch.manual_seed(0)
+    if cls is QuatE:
+        model = QuatE(25, 3, hidden_channels=2)
+    else:  # alpha0=1: scores from the layer-0 embeddings, the encoder's layer computed and weighed 0
+        model = WGEKGE(25, 3, hidden_channels=2, data=kg, num_layers=1, alpha0=1.0)
+    model = model.double().eval()
+    with torch.no_grad():
+        model.node_emb.weight[::2] = 0.0
+    return model
+
+
+@pytest.mark.parametrize("cls", [QuatE, WGEKGE])
+def test_test_ranks_ties_at_their_mean_position_where_pyg_takes_its_sort_order(cls, kg):
+    """Both numbers on deliberate ties, each against a loop over the candidates' scores: PyG's
+    KGEModel.test takes a tail's position in argsort(descending=True), anywhere among the entities it
+    ties with; ours takes the mean of those positions."""
+    model = tied_model(cls, kg)
+    head = torch.tensor([1, 3, 5, 7, 9, 0, 11, 13])
+    rel = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    tail = torch.tensor([2, 4, 6, 8, 1, 10, 15, 20])  # even ids tie with 12 others, odd ids with none
+    k = 8
+    better, tied, sort_position = [], [], []
+    with torch.no_grad():
+        for h, r, t in zip(head.tolist(), rel.tolist(), tail.tolist()):
+            scores = model(torch.full((25,), h), torch.full((25,), r), torch.arange(25)).tolist()  # candidate n
+            better.append(sum(scores[n] > scores[t] for n in range(25)))
+            tied.append(sum(scores[n] == scores[t] for n in range(25) if n != t))
+            position = torch.tensor(scores, dtype=torch.float64).argsort(descending=True).tolist().index(t)
+            assert better[-1] <= position <= better[-1] + tied[-1]  # any place among the tied entities
+            sort_position.append(position)
+    # head 0 (a zero query) scores every entity 0: all 25 tie
+    assert tied == [24 if h == 0 else 12 if t % 2 == 0 else 0 for h, t in zip(head.tolist(), tail.tolist())]
+    pyg = KGEModel.test(model, head, rel, tail, batch_size=7, k=k, log=False)
+    ours = model.test(head, rel, tail, batch_size=7, k=k, log=False)
+    # PyG's: the sort positions (from 0)
+    assert pyg[0] == pytest.approx(sum(sort_position) / 8)
+    assert pyg[1] == pytest.approx(sum(1 / (p + 1) for p in sort_position) / 8)
+    assert pyg[2] == sum(p < k for p in sort_position) / 8
+    # ours: the tie-averaged positions b + m / 2 (from 0)
+    mean_position = [b + m / 2 for b, m in zip(better, tied)]
+    assert ours[0] == pytest.approx(sum(mean_position) / 8)
+    assert ours[1] == pytest.approx(sum(1 / (p + 1) for p in mean_position) / 8)
+    assert ours[2] == sum(p < k for p in mean_position) / 8
+    # equal where no tail ties, not here
+    assert sort_position != mean_position and ours != pyg, (ours, pyg)
+    untied = tail % 2 == 1
+    assert model.test(head[untied], rel[untied], tail[untied], 7, k, False) == pytest.approx(
+        KGEModel.test(model, head[untied], rel[untied], tail[untied], 7, k, False)
+    )

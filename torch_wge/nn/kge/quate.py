@@ -36,7 +36,14 @@ class QuatE(OneToNTest, KGEModel):
     :class:`~torch_geometric.nn.kge.ComplEx`. For speed in PyG's loop,
     :meth:`loss` scores positives and negatives in one call, and
     :meth:`test` gives PyG's ranks from one matrix product per chunk of
-    queries instead of :math:`N` calls of :meth:`forward` per triple.
+    queries instead of :math:`N` calls of :meth:`forward` per triple, but
+    for a true tail tied with other entities, which gets the mean of the
+    positions it could take where PyG's takes its place in a sort (see
+    :meth:`test`).
+    :class:`~torch_geometric.nn.kge.KGEModel`'s constructor creates
+    :obj:`node_emb` and :obj:`rel_emb` with :obj:`4 * hidden_channels` real
+    numbers per row, the weights :meth:`forward` reads (the state dict holds
+    :obj:`node_emb.weight` and :obj:`rel_emb.weight`, as PyG's models').
 
     With Adam, QuatE needs a smaller learning rate than ComplEx tolerates:
     its unit relations scale an entity's gradient by 1 where ComplEx's

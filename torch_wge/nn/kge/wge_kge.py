@@ -34,17 +34,47 @@ class WGEKGE(OneToNTest, KGEModel):
     calls of :meth:`forward` (PyG's own
     :meth:`~torch_geometric.nn.kge.KGEModel.test`) encodes once per call.
     :meth:`test` encodes once and scores chunks of queries against all
-    entities, as the evaluator does; for ranking, :meth:`query_score_fn`
-    encodes once and scores queries against all entities
+    entities, as the evaluator does, and ranks ties differently from PyG's
+    (see :meth:`test`); for ranking, :meth:`query_score_fn` encodes once and
+    scores queries against all entities
     (:meth:`torch_wge.evaluation.LinkPredictionEvaluator.evaluate` uses it).
-    What is kept is the encoder's adjacencies built from :obj:`data`'s views
-    (:meth:`WGE.graph_inputs <torch_wge.nn.WGE.graph_inputs>`), which depend
-    on the graph only: they are built (and the views checked against the
-    graph) again when :obj:`data` or one of its attributes is replaced, a
+
+    **Embeddings.** :class:`~torch_geometric.nn.kge.KGEModel`'s constructor
+    runs as for PyG's models (with :obj:`4 * hidden_channels` real numbers
+    per embedding), and the weights of its :obj:`node_emb` and :obj:`rel_emb`
+    are WGE's: ``node_emb.weight`` is ``wge.entity_embedding.weight`` and
+    ``rel_emb.weight`` is ``wge.relation_embedding.weight``, one
+    :class:`~torch.nn.Parameter` under both names (tied, as PyTorch ties
+    weights), so that :meth:`parameters` yields each weight once (named
+    :obj:`node_emb.weight` and :obj:`rel_emb.weight`),
+    :func:`torch.func.functional_call` takes either name, and :obj:`wge`
+    stays a whole :class:`~torch_wge.nn.WGE` (``model.wge.load_state_dict``
+    takes the trainer's checkpoints). :obj:`rel_emb` has :math:`2R` rows,
+    relation :math:`r` and its inverse :math:`r + R`. :meth:`state_dict` holds
+    each weight once, under :obj:`node_emb.weight` / :obj:`rel_emb.weight`;
+    :meth:`load_state_dict` takes those names or WGE's
+    (:obj:`wge.entity_embedding.weight`, as state dicts saved before the
+    weights were tied hold them; given both, KGEModel's name is loaded) and
+    keeps the weights tied (also with ``assign=True``). The parameters are
+    initialised as those of ``WGE(num_nodes, num_relations, ...)`` built
+    under the same seed.
+
+    **The graph.** Unlike PyG's KGE models, which hold embeddings only,
+    :class:`WGEKGE` keeps the graph it encodes, :obj:`data` (a plain
+    attribute, replaceable, never in :meth:`state_dict`): its scores are a
+    function of the whole graph (every entity's representation is computed
+    from its neighbourhood in both views on each call), while PyG's
+    :meth:`forward`, :meth:`loss` and :meth:`test` take triples only, with no
+    graph argument. So a state dict goes with a model built on its graph;
+    :meth:`to` moves the parameters, not :obj:`data` (the adjacencies built
+    from it are moved to the embeddings' device); a copy
+    (:func:`copy.deepcopy`, :mod:`pickle`) holds its own copy of :obj:`data`.
+    What is kept besides is the encoder's adjacencies built from :obj:`data`'s
+    views (:meth:`WGE.graph_inputs <torch_wge.nn.WGE.graph_inputs>`), which
+    depend on the graph only: they are built (and the views checked against
+    the graph) again when :obj:`data` or one of its attributes is replaced, a
     tensor of it is edited in place, or the embeddings' device or dtype
-    changes; a copy (:func:`copy.deepcopy`, :mod:`pickle`) starts without
-    them. The :obj:`node_emb` and :obj:`rel_emb` of
-    :class:`~torch_geometric.nn.kge.KGEModel` are WGE's embeddings.
+    changes; a copy starts without them.
 
     Args:
         num_nodes (int): The number of entities.
@@ -55,6 +85,10 @@ class WGEKGE(OneToNTest, KGEModel):
             views the model's :obj:`views` need.
         loss_fn (OneToNLoss, optional): The training objective of :meth:`loss`.
             (default: :obj:`OneToNLoss()`, the paper's 1-N binary cross-entropy)
+        sparse (bool, optional): :obj:`False` only, the argument of
+            :class:`~torch_geometric.nn.kge.KGEModel`: the encoder and the
+            decoders read whole embedding matrices, so their gradients are
+            dense and :obj:`True` is refused. (default: :obj:`False`)
         **kwargs (optional): Further arguments of :class:`~torch_wge.nn.WGE`
             (:obj:`num_layers`, :obj:`alpha0`, :obj:`dropout`, ...).
 
@@ -66,6 +100,8 @@ class WGEKGE(OneToNTest, KGEModel):
         >>> model = WGEKGE(20, 3, hidden_channels=2, data=data, num_layers=1).eval()
         >>> model(torch.tensor([0, 1]), torch.tensor([2, 0]), torch.tensor([5, 6])).shape
         torch.Size([2])
+        >>> model.node_emb.weight is model.wge.entity_embedding.weight, model.rel_emb.weight.shape  # 2R rows
+        (True, torch.Size([6, 8]))
     """
 
     def __init__(
@@ -75,15 +111,30 @@ class WGEKGE(OneToNTest, KGEModel):
         hidden_channels: int,
         data: Data,
         loss_fn: Optional[OneToNLoss] = None,
+        sparse: bool = False,
         **kwargs,
     ):
-        torch.nn.Module.__init__(self)
-        self.num_nodes = num_nodes
-        self.num_relations = num_relations
-        self.hidden_channels = hidden_channels
-        self.wge = WGE(num_nodes, num_relations, hidden_channels=hidden_channels, **kwargs)
+        if sparse:
+            raise ValueError(
+                f"'{self.__class__.__name__}' takes sparse=False only: WGE's encoder and decoders read the whole "
+                f"embedding matrices, so their gradients are dense"
+            )
+        # WGE first: it checks the arguments, and its parameters are those of WGE(...) under the same seed
+        wge = WGE(num_nodes, num_relations, hidden_channels=hidden_channels, **kwargs)
+        super().__init__(num_nodes, num_relations, wge.channels, sparse)
+        self.hidden_channels = hidden_channels  # in quaternions, as QuatE's (KGEModel's is the real width)
+        # KGEModel's embeddings hold WGE's weights: one Parameter each under both names (rel_emb with
+        # 2R rows). Tied Parameters, not one module under two names, which torch.func.functional_call
+        # would leave holding the weights it was given.
+        self.rel_emb = torch.nn.Embedding(2 * num_relations, wge.channels, sparse=sparse)
+        self.node_emb.weight = wge.entity_embedding.weight
+        self.rel_emb.weight = wge.relation_embedding.weight
+        self.wge = wge
+        self.register_state_dict_post_hook(_drop_shared_names)
+        self.register_load_state_dict_pre_hook(_fill_shared_names)
+        self.register_load_state_dict_post_hook(_tie_shared_weights)
         self.loss_fn = loss_fn if loss_fn is not None else OneToNLoss()
-        self.data = data
+        self.data = data  # the graph the scores are a function of (see the class docstring)
         self.wge.graph_inputs(data)  # fails early when a view is missing
         self._graph: Optional[Tuple[Tuple[Any, ...], Dict[str, Adj]]] = None  # (its source, the adjacencies)
 
@@ -92,14 +143,6 @@ class WGEKGE(OneToNTest, KGEModel):
         state = self.__dict__.copy()
         state["_graph"] = None
         return state
-
-    @property
-    def node_emb(self) -> torch.nn.Embedding:
-        return self.wge.entity_embedding
-
-    @property
-    def rel_emb(self) -> torch.nn.Embedding:
-        return self.wge.relation_embedding
 
     def reset_parameters(self):
         self.wge.reset_parameters()
@@ -126,11 +169,15 @@ class WGEKGE(OneToNTest, KGEModel):
         :obj:`data`, on the embeddings' device and in their dtype: built by
         :meth:`WGE.graph_inputs <torch_wge.nn.WGE.graph_inputs>` (which checks the views against
         the graph) and kept while the data object, each of its attributes (the same objects, no
-        tensor edited in place) and the embeddings' device and dtype stay the same."""
+        tensor edited in place) and the embeddings' device and dtype stay the same. When they are
+        built anew, the normalised adjacencies the encoder's layers cache (:obj:`cached=True`, as
+        :class:`~torch_geometric.nn.conv.GCNConv`'s transductive cache, kept whatever graph comes
+        in) are dropped too, so that the layers normalise the graph now in :obj:`data`."""
         weight = self.wge.entity_embedding.weight
         source = self._graph_source(weight)
         if self._graph is not None and source is not None and _same(self._graph[0], source):
             return self._graph[1]
+        _drop_layer_caches(self.wge)
         # the adjacencies are constants of the graph: built as plain tensors inside a torch.func transform too
         with temporarily_clear_interpreter_stack() if torch._C._are_functorch_transforms_active() else nullcontext():
             inputs = {k: v.to(weight.device) for k, v in self.wge.graph_inputs(self.data).items()}
@@ -153,6 +200,55 @@ class WGEKGE(OneToNTest, KGEModel):
         of :math:`(e_b, r_b, ?)`, relation ids in :math:`[0, 2R)`."""
         encoded = self._encode()
         return lambda entities, relations: self.wge.score_all(encoded, entities, relations)
+
+
+def _drop_layer_caches(module: torch.nn.Module) -> None:
+    """Drops the normalised adjacencies cached by the layers of :obj:`module` (``cached=True``:
+    :class:`~torch_wge.nn.TwoViewConv`'s and :class:`~torch_wge.nn.QuaternionGCNConv`'s caches, as
+    their :meth:`reset_parameters` does, the parameters left as they are)."""
+    for layer in module.modules():
+        for name in ("_cached_edge_index", "_cached_adj_t", "_cached_csr"):
+            if name in layer.__dict__:
+                setattr(layer, name, {} if isinstance(layer.__dict__[name], dict) else None)
+
+
+# (KGEModel's name, WGE's name) of each shared embedding module
+_SHARED_NAMES = (("node_emb", "wge.entity_embedding"), ("rel_emb", "wge.relation_embedding"))
+
+
+def _drop_shared_names(module: torch.nn.Module, state_dict: Dict[str, Any], prefix: str, local_metadata: Any) -> None:
+    """A state dict holds each shared embedding weight once, under KGEModel's name."""
+    for _, wge_name in _SHARED_NAMES:
+        state_dict.pop(f"{prefix}{wge_name}.weight", None)
+
+
+def _fill_shared_names(
+    module: torch.nn.Module,
+    state_dict: Dict[str, Any],
+    prefix: str,
+    local_metadata: Any,
+    strict: bool,
+    missing_keys: List[str],
+    unexpected_keys: List[str],
+    error_msgs: List[str],
+) -> None:
+    """Loads a shared embedding weight given under either name (KGEModel's where both are) under both
+    names, so that neither is reported missing."""
+    for kge_name, wge_name in _SHARED_NAMES:
+        kge_key, wge_key = f"{prefix}{kge_name}.weight", f"{prefix}{wge_name}.weight"
+        if kge_key in state_dict:
+            state_dict[wge_key] = state_dict[kge_key]
+        elif wge_key in state_dict:
+            state_dict[kge_key] = state_dict[wge_key]
+
+
+def _tie_shared_weights(module: torch.nn.Module, incompatible_keys: Any) -> None:
+    """After a load (``assign=True`` puts a new Parameter under each name), both names hold one Parameter again."""
+    for kge_name, wge_name in _SHARED_NAMES:
+        kge_embedding = module.get_submodule(kge_name)
+        wge_embedding = module.get_submodule(wge_name)
+        if wge_embedding.weight is not kge_embedding.weight:
+            wge_embedding.weight = kge_embedding.weight
 
 
 def _same(first: Any, second: Any) -> bool:
