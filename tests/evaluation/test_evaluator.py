@@ -149,9 +149,13 @@ def test_checks():
     with pytest.raises(ValueError, match="expected 2 ranks"):
         evaluator.summarize(torch.ones(3))
     assert "num_triples=1" in repr(evaluator)
-    # An empty split evaluates to no queries.
+    # An empty split ranks no queries (a process's empty share), and its metrics are refused, not NaN.
     empty = LinkPredictionEvaluator(torch.zeros(0, 3, dtype=torch.long), triples, 2, 1)
     assert empty.compute_ranks(lambda e, r: torch.zeros(e.numel(), 2)).numel() == 0
+    with pytest.raises(ValueError, match=r"^no triples to evaluate \(an empty split\): every metric would be NaN"):
+        empty.evaluate(lambda e, r: torch.zeros(e.numel(), 2))
+    with pytest.raises(ValueError, match="no triples to evaluate"):
+        empty.summarize(torch.zeros(0))
 
 
 def test_from_data():

@@ -329,7 +329,16 @@ class LinkPredictionEvaluator:
     def summarize(self, ranks: Tensor, rank_type: RankType = "realistic") -> LinkPredictionResults:
         """Metrics of the ranks of all :math:`Q` queries, given in query order
         (e.g. the concatenated shards of :meth:`compute_ranks`). ``rank_type``
-        only labels the report."""
+        only labels the report.
+
+        Raises:
+            ValueError: for an evaluator of no triples, whose every metric would
+                be NaN (an empty split), or ranks of another number than :math:`Q`.
+        """
+        if self.num_queries == 0:
+            raise ValueError(
+                "no triples to evaluate (an empty split): every metric would be NaN; give a split with triples"
+            )
         ranks = torch.as_tensor(ranks).view(-1)
         if ranks.numel() != self.num_queries:
             raise ValueError(f"expected {self.num_queries} ranks (one per query), got {ranks.numel()}")
