@@ -276,7 +276,11 @@ def build_parser() -> OneLineParser:
     side.add_argument("--tail", help="identifier or label of the tail entity: predict heads")
     predict.add_argument("--relation", required=True, help="identifier or label of the relation")
     predict.add_argument("--top-k", type=positive_int, default=10, help="number of answers (default: 10)")
-    predict.add_argument("--filter-known", action="store_true", help="leave out answers already known in the graph")
+    predict.add_argument(
+        "--filter-known",
+        action="store_true",
+        help="leave out answers already known in the graph, and the query's own entity",
+    )
     add_data_override(predict)
     add_common(predict)
 
