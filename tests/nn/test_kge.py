@@ -604,6 +604,12 @@ def test_wgekge_refuses_sparse_gradients(kg):
         WGEKGE(25, 3, hidden_channels=2, data=kg, sparse=True)
 
 
+def test_wgekge_refuses_cached_layers(kg):
+    # cached layers would keep the first graph's normalisation whatever its data holds later
+    with pytest.raises(ValueError, match="takes cached=False only: it encodes the graph its data holds now"):
+        WGEKGE(25, 3, hidden_channels=2, data=kg, cached=True)
+
+
 def test_wgekge_state_dict_holds_each_weight_once_and_loads_either_name(kg):
     model = wgekge(kg, seed=1)
     state = model.state_dict()

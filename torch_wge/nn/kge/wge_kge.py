@@ -1,9 +1,7 @@
-from contextlib import nullcontext
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
-from torch._functorch.pyfunctorch import temporarily_clear_interpreter_stack
 from torch_geometric.data import Data
 from torch_geometric.nn.kge import KGEModel
 from torch_geometric.typing import Adj
@@ -11,6 +9,7 @@ from torch_geometric.typing import Adj
 from torch_wge.nn.decoders import OneToNLoss
 from torch_wge.nn.kge.pyg_test import OneToNTest
 from torch_wge.nn.models.wge import WGE, EncodedGraph
+from torch_wge.utils.sparse import in_function_transform
 
 
 class WGEKGE(OneToNTest, KGEModel):
@@ -119,6 +118,11 @@ class WGEKGE(OneToNTest, KGEModel):
                 f"'{self.__class__.__name__}' takes sparse=False only: WGE's encoder and decoders read the whole "
                 f"embedding matrices, so their gradients are dense"
             )
+        if kwargs.get("cached"):
+            raise ValueError(
+                f"'{self.__class__.__name__}' takes cached=False only: it encodes the graph its data holds now, "
+                f"which may change between calls, and cached layers would keep the first one's"
+            )
         # WGE first: it checks the arguments, and its parameters are those of WGE(...) under the same seed
         wge = WGE(num_nodes, num_relations, hidden_channels=hidden_channels, **kwargs)
         super().__init__(num_nodes, num_relations, wge.channels, sparse)
@@ -169,19 +173,16 @@ class WGEKGE(OneToNTest, KGEModel):
         :obj:`data`, on the embeddings' device and in their dtype: built by
         :meth:`WGE.graph_inputs <torch_wge.nn.WGE.graph_inputs>` (which checks the views against
         the graph) and kept while the data object, each of its attributes (the same objects, no
-        tensor edited in place) and the embeddings' device and dtype stay the same. When they are
-        built anew, the normalised adjacencies the encoder's layers cache (:obj:`cached=True`, as
-        :class:`~torch_geometric.nn.conv.GCNConv`'s transductive cache, kept whatever graph comes
-        in) are dropped too, so that the layers normalise the graph now in :obj:`data`."""
+        tensor edited in place) and the embeddings' device and dtype stay the same. Inside a
+        :mod:`torch.func` transform, where torch builds no sparse CSR tensor, they are ``edge_index``
+        tensors."""
         weight = self.wge.entity_embedding.weight
         source = self._graph_source(weight)
         if self._graph is not None and source is not None and _same(self._graph[0], source):
             return self._graph[1]
-        _drop_layer_caches(self.wge)
-        # the adjacencies are constants of the graph: built as plain tensors inside a torch.func transform too
-        with temporarily_clear_interpreter_stack() if torch._C._are_functorch_transforms_active() else nullcontext():
-            inputs = {k: v.to(weight.device) for k, v in self.wge.graph_inputs(self.data).items()}
-        self._graph = None if source is None else (source, inputs)
+        sparse = not in_function_transform()
+        inputs = {k: v.to(weight.device) for k, v in self.wge.graph_inputs(self.data, sparse=sparse).items()}
+        self._graph = None if source is None or not sparse else (source, inputs)
         return inputs
 
     def _encode(self) -> EncodedGraph:
@@ -200,16 +201,6 @@ class WGEKGE(OneToNTest, KGEModel):
         of :math:`(e_b, r_b, ?)`, relation ids in :math:`[0, 2R)`."""
         encoded = self._encode()
         return lambda entities, relations: self.wge.score_all(encoded, entities, relations)
-
-
-def _drop_layer_caches(module: torch.nn.Module) -> None:
-    """Drops the normalised adjacencies cached by the layers of :obj:`module` (``cached=True``:
-    :class:`~torch_wge.nn.TwoViewConv`'s and :class:`~torch_wge.nn.QuaternionGCNConv`'s caches, as
-    their :meth:`reset_parameters` does, the parameters left as they are)."""
-    for layer in module.modules():
-        for name in ("_cached_edge_index", "_cached_adj_t", "_cached_csr"):
-            if name in layer.__dict__:
-                setattr(layer, name, {} if isinstance(layer.__dict__[name], dict) else None)
 
 
 # (KGEModel's name, WGE's name) of each shared embedding module
