@@ -74,7 +74,7 @@ def main(args: argparse.Namespace) -> None:
     num_entities, num_relations = data.num_nodes, data.num_relations
     print(f"{args.dataset}: {num_entities:,} entities, {num_relations:,} relations, {data.num_edges:,} triples")
     print(
-        f"scoring matmuls in {auto_matmul_dtype(device) or torch.float32} on {device}, {torch.get_num_threads()} threads"
+        f"scoring matmuls in {auto_matmul_dtype(device) or torch.float32} on {device}, {torch.get_num_threads()} CPU thread(s)"
     )
 
     # 2. The model, its objective and optimiser; graph_inputs: the views as CSR adjacencies.
