@@ -512,15 +512,7 @@ class LossOf(torch.nn.Module):
         return self.model.loss(*triples)
 
 
-# not strict: it passes once nn/conv runs inside torch.func (then drop the mark); a wrong gradient still fails
-ENCODER_UNDER_TORCH_FUNC = pytest.mark.xfail(
-    raises=RuntimeError,
-    reason="nn/conv: the encoder does not run inside torch.func yet (its CSR matmul Function lacked setup_context; "
-    "its normalisation builds a CSR tensor inside the transform); WGEKGE's own adjacencies are built outside it",
-)
-
-
-@pytest.mark.parametrize("num_layers", [0, pytest.param(1, marks=ENCODER_UNDER_TORCH_FUNC)])
+@pytest.mark.parametrize("num_layers", [0, 1])
 def test_wgekge_under_torch_func_grad_equals_autograd(kg, num_layers):
     """torch.func.grad of the scores and of the loss (which takes the plain-autograd 1-N loss
     there), against plain autograd on the same model; the graph is first built inside the transform.

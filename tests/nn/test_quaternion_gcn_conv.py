@@ -268,3 +268,47 @@ def test_torch_compile_fullgraph_matches_eager():
     conv = QuaternionGCNConv(8, 8)
     compiled = torch.compile(conv, fullgraph=True)  # no graph break, as PyG's GCNConv
     assert torch.allclose(compiled(x, edge_index), conv(x, edge_index), atol=1e-6)
+
+
+def func_grad_and_autograd(module, inputs, upstream):
+    """The gradients of ``(module(*inputs) * upstream).sum()`` with respect to the parameters and
+    ``inputs[0]``, by torch.func.grad over functional_call and by plain autograd."""
+    params = {name: p.detach().clone() for name, p in module.named_parameters()}
+
+    def scalar(p, x):
+        out = torch.func.functional_call(module, p, (x, *inputs[1:]))
+        return sum((o * u).sum() for o, u in zip(out, upstream)) if isinstance(out, tuple) else (out * upstream).sum()
+
+    ours = torch.func.grad(scalar, argnums=(0, 1))(params, inputs[0])
+    x = inputs[0].detach().clone().requires_grad_()
+    out = module(x, *inputs[1:])
+    loss = sum((o * u).sum() for o, u in zip(out, upstream)) if isinstance(out, tuple) else (out * upstream).sum()
+    names = [name for name, p in module.named_parameters() if p.requires_grad]
+    theirs = torch.autograd.grad(loss, [dict(module.named_parameters())[n] for n in names] + [x], allow_unused=True)
+    expected = dict(zip(names, theirs[:-1]))
+    for name in names:
+        want = expected[name] if expected[name] is not None else torch.zeros_like(params[name])
+        assert torch.allclose(ours[0][name], want, atol=1e-12), name
+    assert torch.allclose(ours[1], theirs[-1], atol=1e-12)
+
+
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize(
+    "options", [dict(), dict(improved=True), dict(add_self_loops=False), dict(normalize=False)], ids=str
+)
+def test_torch_func_grad_on_a_csr_adjacency_equals_autograd(cached, options):
+    """Inside torch.func, which can neither make nor read a CSR matrix, the layer propagates the
+    adjacency's edges: gradients (float64) equal autograd's on a weighted graph with self loops,
+    the cache read when warm (another graph's, as GCNConv's cache) and never written there."""
+    torch.manual_seed(0)
+    edge_index = torch.cat([random_graph(9, 25, 6), torch.tensor([[2, 5], [2, 5]])], dim=1)  # two self loops
+    edge_weight = torch.rand(edge_index.size(1), dtype=torch.float64) + 0.1
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), edge_weight, (9, 9)).coalesce().to_sparse_csr()
+    other = torch.sparse_coo_tensor(edge_index, edge_weight, (9, 9)).coalesce().to_sparse_csr()
+    conv = QuaternionGCNConv(8, 12, cached=cached, **options).double()
+    torch.nn.init.normal_(conv.bias)
+    x = torch.randn(9, 8, dtype=torch.float64)
+    upstream = torch.randn(9, 12, dtype=torch.float64)
+    func_grad_and_autograd(conv, (x, adj_t), upstream)  # autograd last: the cache filled by it alone
+    assert (conv._cached_csr is not None) == (cached and conv.normalize)
+    func_grad_and_autograd(conv, (x, other), upstream)  # a warm cache: the first graph's, both ways

@@ -344,14 +344,7 @@ def randomized(data, **kwargs):
 BATCH = (torch.tensor([0, 3, 7, 12]), torch.tensor([0, 4, 5, 1]), torch.tensor([[0, 1, 1, 3], [5, 2, 9, 7]]))
 
 
-# not strict: it passes with nn/conv's twice-differentiable CSR matmul (then drop the mark); a wrong Hessian fails
-CSR_MATMUL_TWICE = pytest.mark.xfail(
-    raises=RuntimeError,
-    reason="nn/conv: the CSR matmul's backward was not differentiable (addmm with out= under create_graph=True)",
-)
-
-
-@pytest.mark.parametrize("sparse", [False, pytest.param(True, marks=CSR_MATMUL_TWICE)])
+@pytest.mark.parametrize("sparse", [False, True])
 def test_second_order_gradients_through_the_unfused_loss_equal_the_dense_equations(data, sparse):
     """Hessian-vector products of WGE's loss (OneToNLoss(fused=False)) on every parameter equal
     those of the dense float64 equations, through the edge_index and the CSR (default) inputs."""
@@ -398,15 +391,7 @@ def test_functional_call_scores_with_the_parameters_given(data):
         assert torch.equal(model(heads, relations, **inputs), own)
 
 
-# not strict: it passes once nn/conv runs inside torch.func (then drop the mark); a wrong gradient still fails
-ENCODER_UNDER_TORCH_FUNC = pytest.mark.xfail(
-    raises=RuntimeError,
-    reason="nn/conv: the encoder does not run inside torch.func yet (its CSR matmul Function lacked setup_context; "
-    "its normalisation builds a CSR tensor inside the transform)",
-)
-
-
-@pytest.mark.parametrize("num_layers", [0, pytest.param(1, marks=ENCODER_UNDER_TORCH_FUNC)])
+@pytest.mark.parametrize("num_layers", [0, 1])
 def test_torch_func_grad_of_scores_and_loss_equals_autograd(data, num_layers):
     torch.manual_seed(2)
     model = WGE(data.num_nodes, data.num_relations, hidden_channels=2, num_layers=num_layers).double().eval()

@@ -142,6 +142,57 @@ def csr_tensor(crow: Tensor, col: Tensor, values: Tensor, size: List[int]) -> Te
         return torch.sparse_csr_tensor(crow, col, values, size)
 
 
+def in_function_transform() -> bool:
+    """Whether a :mod:`torch.func` transform (``grad``, ``vjp``, ``jvp``, ``vmap``, ...) is running
+    the caller: one check, for code that takes another path there. :obj:`False` under TorchScript.
+    """
+    if torch.jit.is_scripting():
+        return False
+    return torch._C._are_functorch_transforms_active()
+
+
+def csr_edges(crow: Tensor, col: Tensor, values: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""The entries of a transposed adjacency :math:`\mathbf{A}^{\top}` in CSR layout, given by its
+    parts (row pointers, column indices, values; :func:`csr_parts`), as ``(edge_index [2, nnz],
+    edge_weight [nnz])``: row ``0`` the sources (its columns), row ``1`` the targets (its rows), in
+    its order. Plain tensor operations, no sparse tensor: they run inside :mod:`torch.func`
+    transforms too, and no value is synchronised with a device.
+
+    Example:
+        >>> adj_t = csr_adjacency(torch.tensor([[0, 0], [1, 2]]), 3)
+        >>> edge_index, edge_weight = csr_edges(*csr_parts(adj_t))
+        >>> edge_index.tolist(), edge_weight.tolist()
+        ([[0, 0], [1, 2]], [1.0, 1.0])
+    """
+    steps = torch.arange(crow.numel() - 1, device=crow.device, dtype=col.dtype)
+    rows = torch.repeat_interleave(steps, crow.diff(), output_size=col.numel())
+    return torch.stack([col, rows]), values
+
+
+def sparse_edges(adj_t: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""A ``torch.sparse`` transposed adjacency ``adj_t`` (row: target, column: source) as
+    ``(edge_index [2, nnz], edge_weight [nnz])`` (:func:`csr_edges`; another layout than CSR is
+    coalesced in COO layout first), also inside a :mod:`torch.func` transform, where a sparse
+    matrix can neither be made nor read (``torch.func.grad`` refuses even ``crow_indices()``:
+    "Sparse CSR tensors do not have strides"): the matrix is read with the transforms switched
+    off, a constant of theirs as every sparse matrix is.
+
+    Example:
+        >>> adj_t = csr_adjacency(torch.tensor([[0, 0], [1, 2]]), 3)
+        >>> edge_index, edge_weight = sparse_edges(adj_t)
+        >>> edge_index.tolist(), edge_weight.tolist()
+        ([[0, 0], [1, 2]], [1.0, 1.0])
+    """
+    with torch._C._DisableFuncTorch():
+        if adj_t.layout == torch.sparse_csr:
+            parts = (adj_t.crow_indices().clone(), adj_t.col_indices().clone(), adj_t.values().clone())
+        else:
+            coo = adj_t.to_sparse_coo().coalesce()
+            index, values = coo.indices(), coo.values().clone()
+            return index.flip(0), values
+    return csr_edges(*parts)
+
+
 def csr_rows(adj_t: Tensor, rows: Tensor) -> Tensor:
     r"""The rows ``rows`` of a ``torch.sparse_csr`` matrix, in that order, as
     a CSR matrix with all of ``adj_t``'s columns.

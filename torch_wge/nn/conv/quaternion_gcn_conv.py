@@ -7,11 +7,21 @@ from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.inits import zeros
 from torch_geometric.typing import Adj, OptPairTensor, OptTensor, SparseTensor
+from torch_geometric.utils import add_self_loops as add_self_loops_fn
 from torch_geometric.utils import is_torch_sparse_tensor
 
 from torch_wge.nn.dense import QuaternionLinear
 from torch_wge.utils.autograd import matmul_with_transpose
-from torch_wge.utils.sparse import csr_parts, csr_tensor, csr_transpose, sparse_matmul, to_csr
+from torch_wge.utils.sparse import (
+    csr_edges,
+    csr_parts,
+    csr_tensor,
+    csr_transpose,
+    in_function_transform,
+    sparse_edges,
+    sparse_matmul,
+    to_csr,
+)
 
 #: A normalised ``torch.sparse`` adjacency :math:`\mathbf{\hat{A}}^{\top}` and its transpose
 #: :math:`\mathbf{\hat{A}}` as the parts of two CSR matrices (:func:`~torch_wge.utils.sparse.csr_parts`).
@@ -59,6 +69,38 @@ def cache_fits(cache: OptPairTensor, device: torch.device, dtype: torch.dtype) -
     return index.device == device and (weight is None or weight.dtype == dtype)
 
 
+def transformed_gcn_norm(
+    adj_t: Tensor,
+    cache: Optional[CSRPair],
+    num_nodes: int,
+    improved: bool,
+    add_self_loops: bool,
+    normalize: bool,
+    dtype: torch.dtype,
+    flow: str,
+) -> Tuple[Tensor, Tensor]:
+    r"""Inside a :mod:`torch.func` transform (:func:`~torch_wge.utils.sparse.in_function_transform`),
+    which can neither make nor read a CSR matrix: what a layer propagates for a ``torch.sparse``
+    adjacency ``adj_t``, as ``(edge_index, edge_weight)`` (:func:`~torch_wge.utils.sparse.sparse_edges`)
+    for its ``edge_index`` path. With :obj:`normalize`, :func:`sparse_gcn_norm`'s weights: the
+    layer's :obj:`cache` (its parts, where they fit ``adj_t``'s device and :obj:`dtype`, as the
+    layer would use them), or else the weights computed as :func:`sparse_gcn_norm` does (a self
+    loop added to every node, one already there too) and not cached; the adjacency's own weights
+    without. The cache is only read."""
+    if flow != "source_to_target":  # as MessagePassing refuses a sparse adjacency with this flow
+        raise ValueError(f"Flow direction '{flow}' is invalid for message propagation via 'torch.sparse.Tensor'")
+    if not normalize:
+        return sparse_edges(adj_t)
+    if cache is not None and cache_fits((cache[0], cache[2]), adj_t.device, dtype):
+        return csr_edges(cache[0], cache[1], cache[2])
+    edge_index, edge_weight = sparse_edges(adj_t)
+    if add_self_loops:
+        edge_index, edge_weight = add_self_loops_fn(edge_index, edge_weight, 2.0 if improved else 1.0, num_nodes)
+    edge_index, norm = gcn_norm(edge_index, edge_weight, num_nodes, improved, False, flow, dtype)
+    assert norm is not None
+    return edge_index, norm
+
+
 class QuaternionGCNConv(MessagePassing):
     r"""The quaternion graph convolution of QGNN
     (`"Quaternion Graph Neural Networks" <https://arxiv.org/abs/2008.05089>`_),
@@ -86,6 +128,11 @@ class QuaternionGCNConv(MessagePassing):
     Node features use the quaternion block layout ``[r | i | j | k]`` of
     :mod:`torch_wge.utils.quaternion`, so both channel counts must be
     multiples of 4.
+
+    Inside a :mod:`torch.func` transform (``grad``, ``vjp``, ``vmap``, ...),
+    which can neither make nor read a CSR matrix, a ``torch.sparse``
+    adjacency is propagated as its edges with the same weights
+    (:func:`transformed_gcn_norm`): the cache is read there, not written.
 
     Args:
         in_channels (int): Size of each input sample (a multiple of 4), or
@@ -188,7 +235,23 @@ class QuaternionGCNConv(MessagePassing):
             )
 
         adj: OptTensor = None  # the transpose of a cached torch.sparse adjacency, for the backward pass
-        if self.normalize:
+        if (
+            not torch.jit.is_scripting()
+            and in_function_transform()
+            and isinstance(edge_index, Tensor)
+            and is_torch_sparse_tensor(edge_index)
+        ):  # no CSR matrix inside torch.func: its edges instead
+            edge_index, edge_weight = transformed_gcn_norm(
+                edge_index,
+                self._cached_csr,
+                x.size(int(self.node_dim)),
+                self.improved,
+                self.add_self_loops,
+                self.normalize,
+                x.dtype,
+                self.flow,
+            )
+        elif self.normalize:
             num_nodes = x.size(int(self.node_dim))
             if isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
                 cache = self._cached_csr

@@ -10,10 +10,10 @@ from torch_geometric.nn.resolver import activation_resolver, normalization_resol
 from torch_geometric.typing import Adj, OptPairTensor, OptTensor, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor
 
-from torch_wge.nn.conv.quaternion_gcn_conv import CSRPair, cache_fits, sparse_gcn_norm
+from torch_wge.nn.conv.quaternion_gcn_conv import CSRPair, cache_fits, sparse_gcn_norm, transformed_gcn_norm
 from torch_wge.nn.dense import QuaternionLinear
 from torch_wge.utils.autograd import matmul_with_transpose
-from torch_wge.utils.sparse import csr_parts, csr_tensor, sparse_matmul
+from torch_wge.utils.sparse import csr_parts, csr_tensor, in_function_transform, sparse_matmul
 
 #: The views of a layer, in the order the layer computes them: the
 #: relation-focused view (over entities and relation nodes), then the
@@ -207,7 +207,10 @@ class TwoViewConv(MessagePassing):
         r"""The normalised adjacency :math:`\mathbf{\hat{A}}` of ``view``'s graph ``adj`` over
         ``num_nodes`` nodes (cached with :obj:`cached=True`): ``(edge_index [2, E'], edge_weight
         [E'])`` for an ``edge_index``, ``(adj_t, None)`` for a sparse adjacency; ``adj`` and
-        ``edge_weight`` as they are with :obj:`normalize=False`."""
+        ``edge_weight`` as they are with :obj:`normalize=False`. Inside a :mod:`torch.func`
+        transform, which can neither make nor read a CSR matrix, a ``torch.sparse`` adjacency
+        gives its edges instead, ``(edge_index, edge_weight)`` (:func:`transformed_gcn_norm`; the
+        cache read, not written)."""
         self._check_view(view)
         adj, edge_weight, _ = self._normalized(view, adj, edge_weight, num_nodes, dtype)
         return adj, edge_weight
@@ -217,6 +220,16 @@ class TwoViewConv(MessagePassing):
     ) -> Tuple[Adj, OptTensor, OptTensor]:
         """:meth:`normalized_adjacency`, and the transpose of a cached ``torch.sparse`` one."""
         transpose: OptTensor = None
+        if (
+            not torch.jit.is_scripting()
+            and in_function_transform()
+            and isinstance(adj, Tensor)
+            and is_torch_sparse_tensor(adj)
+        ):  # no CSR matrix inside torch.func: its edges instead
+            adj, edge_weight = transformed_gcn_norm(
+                adj, self._cached_csr.get(view), num_nodes, self.improved, True, self.normalize, dtype, self.flow
+            )
+            return adj, edge_weight, transpose
         if not self.normalize:
             return adj, edge_weight, transpose
         if isinstance(adj, Tensor) and is_torch_sparse_tensor(adj):

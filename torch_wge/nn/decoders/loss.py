@@ -21,6 +21,7 @@ from torch import Tensor
 
 from torch_wge.utils.autograd import FusedOneToNLoss
 from torch_wge.utils.quaternion import hamilton_product, normalize_quaternion, quaternion_conjugate, quaternion_norm
+from torch_wge.utils.sparse import in_function_transform
 from torch_wge.utils.triples import add_inverse_triples, query_from_key, query_key
 
 #: Rows of logits processed together: about 2 MiB of float32 per chunk, so
@@ -335,7 +336,7 @@ def one_to_n_loss(
     rows, cols = rows[order], cols[order]
     normaliser = max(count_examples(num_queries, num_entities, rows), 1)
     scale = layer_weights.to(queries.dtype) / normaliser  # [L], left on the device
-    if not fused or torch._C._are_functorch_transforms_active():
+    if not fused or in_function_transform():
         return _plain_loss(queries, entities, rows, cols, scale, plain_fn, label_smoothing, matmul_dtype)
     chunk_elements = CHUNK_ELEMENTS if queries.device.type == "cpu" else GPU_CHUNK_ELEMENTS
     chunk_rows = max(1, min(num_queries, max(MIN_CHUNK_ROWS, chunk_elements // max(num_entities, 1))))
