@@ -172,6 +172,14 @@ def test_time_limit_at_an_epoch_end_validates_and_a_used_up_limit_is_refused(dat
         ).fit(resume=True)
 
 
+def test_a_resume_with_fewer_epochs_than_trained_is_refused(data, tmp_path):
+    Trainer(small(epochs=3, eval_every=100), data, tmp_path, progress=False).fit()
+    with pytest.raises(TrainingError, match=r"--epochs 2: the run in .* has trained 3 epochs already; .*--epochs 3"):
+        Trainer(small(epochs=2, eval_every=100), data, tmp_path, progress=False).fit(resume=True)
+    closed = Trainer(small(epochs=3, eval_every=100), data, tmp_path, progress=False).fit(resume=True)
+    assert closed["epochs_trained"] == 3  # the same count closes the finished run
+
+
 def test_a_forged_epoch_progress_is_refused_naming_the_file(data, tmp_path):
     from torch_wge.training.checkpoint import load_checkpoint, save_checkpoint
     from torch_wge.training.validation import StoredError

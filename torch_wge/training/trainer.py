@@ -482,6 +482,11 @@ class Trainer:
         if state is not None:  # resumed
             self._restore(state, self.out_dir / "last.pt")
         cfg = self.config
+        if state is not None and self.epoch > cfg.epochs:
+            raise TrainingError(
+                f"--epochs {cfg.epochs}: the run in {self.out_dir} has trained {self.epoch} epochs already; "
+                f"resume it with --epochs {self.epoch} or more"
+            )
         if state is not None and self.epoch < cfg.epochs and self._out_of_time():
             raise TrainingError(
                 f"--time-limit {cfg.time_limit:g}: the run in {self.out_dir} has trained "
