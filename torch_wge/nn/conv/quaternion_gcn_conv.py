@@ -63,6 +63,20 @@ def _sparse_gcn_norm(
 _eager_sparse_gcn_norm = torch.compiler.disable(_sparse_gcn_norm)
 
 
+def weighted_message(x_j: Tensor, edge_weight: OptTensor) -> Tensor:
+    r"""The message :math:`e_{j,i} \mathbf{x}_j` of a graph convolution, ``[E, F]``."""
+    return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
+
+
+def aggregate_sparse(adj_t: Adj, x: Tensor, adj: OptTensor, aggr: str) -> Tensor:
+    r"""The fused message passing :math:`\mathbf{\hat{A}} \mathbf{X}` of a sparse adjacency
+    ``adj_t [N, N]`` and ``x [N, F]``; with a cached adjacency's transpose ``adj``, the backward
+    pass multiplies by it instead of transposing ``adj_t`` again."""
+    if adj is not None and isinstance(adj_t, Tensor) and aggr in ["add", "sum"] and not torch.jit.is_scripting():
+        return matmul_with_transpose(adj_t, adj, x)
+    return sparse_matmul(adj_t, x, reduce=aggr)
+
+
 def cache_fits(cache: OptPairTensor, device: torch.device, dtype: torch.dtype) -> bool:
     """Whether a cached ``(index, weight)`` is on ``device`` and in ``dtype``."""
     index, weight = cache
@@ -298,18 +312,10 @@ class QuaternionGCNConv(MessagePassing):
         return out
 
     def message(self, x_j: Tensor, edge_weight: OptTensor) -> Tensor:
-        return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
+        return weighted_message(x_j, edge_weight)
 
     def message_and_aggregate(self, adj_t: Adj, x: Tensor, adj: OptTensor) -> Tensor:
-        # with a cached adjacency's transpose, the backward pass multiplies by it
-        if (
-            adj is not None
-            and isinstance(adj_t, Tensor)
-            and self.aggr in ["add", "sum"]
-            and not torch.jit.is_scripting()
-        ):
-            return matmul_with_transpose(adj_t, adj, x)
-        return sparse_matmul(adj_t, x, reduce=self.aggr)
+        return aggregate_sparse(adj_t, x, adj, str(self.aggr))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

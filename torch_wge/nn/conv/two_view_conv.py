@@ -10,10 +10,16 @@ from torch_geometric.nn.resolver import activation_resolver, normalization_resol
 from torch_geometric.typing import Adj, OptPairTensor, OptTensor, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor
 
-from torch_wge.nn.conv.quaternion_gcn_conv import CSRPair, cache_fits, sparse_gcn_norm, transformed_gcn_norm
+from torch_wge.nn.conv.quaternion_gcn_conv import (
+    CSRPair,
+    aggregate_sparse,
+    cache_fits,
+    sparse_gcn_norm,
+    transformed_gcn_norm,
+    weighted_message,
+)
 from torch_wge.nn.dense import QuaternionLinear
-from torch_wge.utils.autograd import matmul_with_transpose
-from torch_wge.utils.sparse import csr_parts, csr_tensor, in_function_transform, sparse_matmul
+from torch_wge.utils.sparse import csr_parts, csr_tensor, in_function_transform
 
 #: The views of a layer, in the order the layer computes them: the
 #: relation-focused view (over entities and relation nodes), then the
@@ -325,18 +331,10 @@ class TwoViewConv(MessagePassing):
         return self.combine(hs, x.size(0), rel)
 
     def message(self, x_j: Tensor, edge_weight: OptTensor) -> Tensor:
-        return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
+        return weighted_message(x_j, edge_weight)
 
     def message_and_aggregate(self, adj_t: Adj, x: Tensor, adj: OptTensor) -> Tensor:
-        # with a cached adjacency's transpose, the backward pass multiplies by it
-        if (
-            adj is not None
-            and isinstance(adj_t, Tensor)
-            and self.aggr in ["add", "sum"]
-            and not torch.jit.is_scripting()
-        ):
-            return matmul_with_transpose(adj_t, adj, x)
-        return sparse_matmul(adj_t, x, reduce=self.aggr)
+        return aggregate_sparse(adj_t, x, adj, str(self.aggr))
 
     def explain_message(self, inputs: Tensor, dim_size: Optional[int], view: str) -> Tensor:
         if view != self.explain_view:
