@@ -62,7 +62,8 @@ def _finite_number(value: Any) -> bool:
 
 
 def _weights_error(weights: Any) -> Optional[str]:
-    # why `weights` is no dict of the model's dense tensors: float32, int64 batch counts
+    # why `weights` is no dict of the model's dense tensors: of the dtype models are built in
+    # (torch's default, float32 unless set otherwise), int64 batch counts
     if not isinstance(weights, dict):
         return f"must be a dict of tensors, found {type(weights).__name__}"
     for name, value in weights.items():
@@ -70,7 +71,7 @@ def _weights_error(weights: Any) -> Optional[str]:
             return f"weight names must be strings, found {_short(name)}"
         if not isinstance(value, torch.Tensor):
             return f"{_short(name)} must be a tensor, found {type(value).__name__}"
-        expected = torch.int64 if name.endswith("num_batches_tracked") else torch.float32
+        expected = torch.int64 if name.endswith("num_batches_tracked") else torch.get_default_dtype()
         if value.layout != torch.strided or value.dtype != expected:
             return (
                 f"weight {_short(name)} must be a dense {str(expected).removeprefix('torch.')} tensor, "
@@ -100,8 +101,8 @@ def model_checkpoint(state: Mapping, path: PathLike, device: Optional[Union[str,
     make through the trainer's own estimates of memory (on ``device``, by
     default the CPU) and work per epoch
     (:func:`~torch_wge.training.model.check_memory`), ``epoch`` (an integer
-    in [0, ``config.epochs``]), ``model`` (a dict of dense float32 tensors,
-    int64 batch counts), ``version`` (a short string), ``vocabulary`` and
+    in [0, ``config.epochs``]), ``model`` (a dict of dense tensors of
+    torch's default dtype, float32 unless set otherwise, and int64 batch counts), ``version`` (a short string), ``vocabulary`` and
     ``train_triples`` (sha256 digests, or :obj:`None`) and ``valid`` (numbers,
     in ``best.pt``); returns the checkpoint's settings. Fields it does not
     name are never read. The weights' names and shapes are checked where they
