@@ -27,7 +27,7 @@ RECORDS = HERE / "records"
 
 # ------------------------------------------------------------------ machine and code
 #: Vector instruction sets that change how fast the same code runs, as /proc/cpuinfo names them.
-VECTOR_EXTENSIONS = {"avx2": "AVX2", "avx512f": "AVX-512", "amx_bf16": "AMX"}
+VECTOR_EXTENSIONS = {"avx2": "AVX2", "avx512f": "AVX-512", "avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX"}
 
 
 def cpu_model() -> str:

@@ -34,13 +34,13 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from common import cpu_model
 
 from torch_wge.cli import add_config_arguments
 from torch_wge.training import TrainConfig, Trainer, load_data
@@ -300,7 +300,7 @@ def keep_record(run: Path, record: Path) -> None:
         json.dumps(
             {
                 "commands": (run / "commands.txt").read_text().splitlines(),
-                "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
+                "machine": f"{cpu_model()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
                 "torch": torch.__version__,
             },
             indent=2,
