@@ -227,11 +227,6 @@ def load_weights(module: torch.nn.Module, weights: Dict[str, torch.Tensor], path
     Raises:
         StoredError: when the weights do not fit ``module`` or are not finite.
     """
-    if any(".entity_conv." in name or ".relation_conv." in name for name in weights):
-        raise StoredError(
-            f"{path}: model: written by an earlier torch_wge, whose two-view layers held a convolution per view; "
-            f"this version does not read it: train the run again"
-        )
     own = module.state_dict()
     for name, value in weights.items():
         if isinstance(value, torch.Tensor) and name in own and value.dtype != own[name].dtype:

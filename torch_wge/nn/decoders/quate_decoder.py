@@ -28,9 +28,8 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     each element is zeroed with probability :math:`p` and the others scaled by
     :math:`1 / (1 - p)`. On the CPU the mask comes from a uniform draw per
     element (``rand_like(x) >= p``), which there costs a third of the Bernoulli
-    draw of :func:`~torch.nn.functional.dropout` (a training step of the fast
-    recipe on CoDEx-S 6 % shorter: ``benchmarks/records/speed/codex-s/dropout-ab.json``);
-    elsewhere it is :func:`~torch.nn.functional.dropout`, one kernel. The masks
+    draw of :func:`~torch.nn.functional.dropout`; elsewhere it is
+    :func:`~torch.nn.functional.dropout`, one kernel. The masks
     differ from that function's for the same seed, not in distribution.
 
     Shapes: ``x [*]`` gives ``[*]``.
