@@ -40,8 +40,6 @@ import sys
 from pathlib import Path
 
 import torch
-from common import cpu_model
-
 from torch_wge.cli import add_config_arguments
 from torch_wge.training import TrainConfig, Trainer, load_data
 from torch_wge.training.checkpoint import load_checkpoint
@@ -293,6 +291,8 @@ def keep_record(run: Path, record: Path) -> None:
     """Copies the run's JSON files to ``record`` and writes ``record.json`` (the
     commands that made the run, with commit and date, and the machine), so that
     every reported number can be traced."""
+    from common import cpu_model  # benchmarks/ is on the path when this runs as a script
+
     record.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "log.jsonl", "results.json"):
         shutil.copyfile(run / name, record / name)
