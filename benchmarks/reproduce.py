@@ -40,6 +40,7 @@ import sys
 from pathlib import Path
 
 import torch
+
 from torch_wge.cli import add_config_arguments
 from torch_wge.training import TrainConfig, Trainer, load_data
 from torch_wge.training.checkpoint import load_checkpoint
