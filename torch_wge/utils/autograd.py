@@ -4,11 +4,6 @@ Each one defines :meth:`setup_context` (so that :mod:`torch.func` transforms
 can run it), has a float64 :func:`~torch.autograd.gradcheck` test, and states
 what happens on a second differentiation (``create_graph=True``):
 
-- :class:`HamiltonProduct`: the element-wise Hamilton product, written in
-  place a component at a time. Its backward pass is made of Hamilton
-  products again, so it differentiates to any order (a
-  :func:`~torch.autograd.gradgradcheck` test); it also has a forward-mode
-  rule (:func:`torch.func.jvp`) and a batching rule (:func:`torch.func.vmap`).
 - :class:`FusedOneToNLoss`: a 1-N loss whose gradients are formed with the
   loss in the forward pass. They are first-order only: a backward pass under
   ``create_graph=True`` (or inside a :mod:`torch.func` transform, which
@@ -32,119 +27,10 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "HamiltonProduct",
     "FusedOneToNLoss",
-    "HAMILTON_TERMS",
-    "hamilton_into",
     "MatmulWithTranspose",
     "matmul_with_transpose",
 ]
-
-# Component d of q ⊗ p is sum(sign * q_a * p_b) over the (a, b, sign) of HAMILTON_TERMS[d]
-# (components 0, 1, 2, 3 = r, i, j, k), as in hamilton_product's formula.
-HAMILTON_TERMS = (
-    ((0, 0, 1), (1, 1, -1), (2, 2, -1), (3, 3, -1)),
-    ((1, 0, 1), (0, 1, 1), (3, 2, -1), (2, 3, 1)),
-    ((2, 0, 1), (3, 1, 1), (0, 2, 1), (1, 3, -1)),
-    ((3, 0, 1), (2, 1, -1), (1, 2, 1), (0, 3, 1)),
-)
-
-
-def _signed_terms(d: int, conj_q: bool, conj_p: bool) -> List[Tuple[int, int, int]]:
-    """The terms of component ``d`` with the signs of conjugated operands, positive ones first."""
-    terms = [
-        (a, b, sign * (-1 if conj_q and a else 1) * (-1 if conj_p and b else 1)) for a, b, sign in HAMILTON_TERMS[d]
-    ]
-    return sorted(terms, key=lambda term: -term[2])
-
-
-def hamilton_into(out: Tensor, q: Tensor, p: Tensor, conj_q: bool = False, conj_p: bool = False) -> Tensor:
-    r"""Writes :math:`\tilde{\mathbf{q}} \otimes \tilde{\mathbf{p}}` (:math:`\tilde{\mathbf{q}}`
-    the conjugate of ``q`` if :obj:`conj_q`, likewise ``p``) into ``out`` and returns it: a product
-    and three fused multiply-adds per component, no temporaries. Not differentiable.
-
-    Shapes: ``q`` and ``p`` ``[..., 4n]``, broadcastable to ``out``'s shape.
-    """
-    q_parts, p_parts, out_parts = q.chunk(4, dim=-1), p.chunk(4, dim=-1), out.chunk(4, dim=-1)
-    for d, part in enumerate(out_parts):
-        (a, b, sign), *rest = _signed_terms(d, conj_q, conj_p)
-        torch.mul(q_parts[a], p_parts[b], out=part)
-        if sign < 0:
-            part.neg_()
-        for a, b, sign in rest:
-            part.addcmul_(q_parts[a], p_parts[b], value=sign)
-    return out
-
-
-class HamiltonProduct(torch.autograd.Function):
-    r""":math:`\tilde{\mathbf{q}} \otimes \tilde{\mathbf{p}}` of ``(q, p, conj_q, conj_p)``
-    (conjugated as :obj:`conj_q` and :obj:`conj_p` say), broadcasting ``q [..., 4n]`` and
-    ``p [..., 4n]``, written by :func:`hamilton_into`.
-
-    Its gradients are products of the same kind: with :math:`\mathbf{g}` the output's gradient,
-    :math:`\partial / \partial \tilde{\mathbf{q}} = \mathbf{g} \otimes \bar{\tilde{\mathbf{p}}}` and
-    :math:`\partial / \partial \tilde{\mathbf{p}} = \bar{\tilde{\mathbf{q}}} \otimes \mathbf{g}`,
-    conjugated back through :math:`\overline{\mathbf{a} \otimes \mathbf{b}} = \bar{\mathbf{b}}
-    \otimes \bar{\mathbf{a}}` where the operand was. So the backward pass differentiates again, to
-    any order. The forward-mode rule is the product rule, :math:`\dot{\mathbf{q}} \otimes \mathbf{p}
-    + \mathbf{q} \otimes \dot{\mathbf{p}}`; the batching rule aligns the operands' batch dimensions
-    in front and broadcasts. :func:`torch.compile` traces no Function with a forward-mode rule
-    (:func:`~torch_wge.utils.quaternion.hamilton_product` is plain operations there)."""
-
-    @staticmethod
-    def forward(q: Tensor, p: Tensor, conj_q: bool, conj_p: bool) -> Tensor:
-        out = q.new_empty(torch.broadcast_shapes(q.shape, p.shape), dtype=torch.promote_types(q.dtype, p.dtype))
-        return hamilton_into(out, q, p, conj_q, conj_p)
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
-        q, p, conj_q, conj_p = inputs
-        ctx.save_for_backward(q, p)
-        ctx.save_for_forward(q, p)
-        ctx.conj = (conj_q, conj_p)
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor], None, None]:
-        q, p = ctx.saved_tensors
-        conj_q, conj_p = ctx.conj
-        grad_q = grad_p = None
-        if ctx.needs_input_grad[0]:
-            if conj_q:
-                grad_q = HamiltonProduct.apply(p, grad, conj_p, True)
-            else:
-                grad_q = HamiltonProduct.apply(grad, p, False, not conj_p)
-            grad_q = grad_q.sum_to_size(q.shape)
-        if ctx.needs_input_grad[1]:
-            if conj_p:
-                grad_p = HamiltonProduct.apply(grad, q, True, conj_q)
-            else:
-                grad_p = HamiltonProduct.apply(q, grad, not conj_q, False)
-            grad_p = grad_p.sum_to_size(p.shape)
-        return grad_q, grad_p, None, None
-
-    @staticmethod
-    def jvp(ctx: Any, tangent_q: Optional[Tensor], tangent_p: Optional[Tensor], *_: Any) -> Tensor:
-        q, p = ctx.saved_tensors
-        conj_q, conj_p = ctx.conj
-        terms = []
-        if tangent_q is not None:
-            terms.append(HamiltonProduct.apply(tangent_q, p, conj_q, conj_p))
-        if tangent_p is not None:
-            terms.append(HamiltonProduct.apply(q, tangent_p, conj_q, conj_p))
-        return terms[0] if len(terms) == 1 else terms[0] + terms[1]
-
-    @staticmethod
-    def vmap(info: Any, in_dims: Tuple[Optional[int], ...], q: Tensor, p: Tensor, conj_q: bool, conj_p: bool):
-        q_dim, p_dim = in_dims[0], in_dims[1]
-        rank = max(q.dim() - (q_dim is not None), p.dim() - (p_dim is not None))
-
-        def batch_first(x: Tensor, dim: Optional[int]) -> Tensor:
-            # the batch dimension in front (1 for an unbatched operand), then the ranks evened out
-            x = x.unsqueeze(0) if dim is None else x.movedim(dim, 0)
-            return x[(slice(None),) + (None,) * (rank - x.dim() + 1)]
-
-        return HamiltonProduct.apply(batch_first(q, q_dim), batch_first(p, p_dim), conj_q, conj_p), 0
-
 
 #: The chunk function of an objective: ``(logits [c, N], rows [P], cols [P], label_smoothing)``
 #: gives the chunk's summed loss and overwrites ``logits`` with the loss's gradient in them.

@@ -17,8 +17,6 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-from torch_wge.utils.autograd import HamiltonProduct, hamilton_into
-
 __all__ = [
     "check_quaternion_size",
     "quaternion_components",
@@ -65,18 +63,6 @@ def quaternion_components(q: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     return q_r, q_i, q_j, q_k
 
 
-def hamilton_product_into(out: Tensor, q: Tensor, p: Tensor, conj_q: bool = False, conj_p: bool = False) -> Tensor:
-    r"""Writes :math:`\tilde{\mathbf{q}} \otimes \tilde{\mathbf{p}}` into
-    ``out`` and returns it, with :math:`\tilde{\mathbf{q}}` the conjugate of
-    ``q`` if :obj:`conj_q` (likewise ``p``): a product and three fused
-    multiply-adds per component, no temporaries. Not differentiable
-    (:func:`hamilton_product` is).
-
-    Shapes: ``q`` and ``p`` ``[..., 4n]``, broadcastable to ``out``'s shape.
-    """
-    return hamilton_into(out, q, p, conj_q, conj_p)
-
-
 def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
     r"""Element-wise Hamilton product :math:`\mathbf{q} \otimes \mathbf{p}` of
     two quaternion vectors:
@@ -88,14 +74,9 @@ def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
         + (q_j p_r + q_k p_i + q_r p_j - q_i p_k)\,\mathsf{j}
         + (q_k p_r - q_j p_i + q_i p_j + q_r p_k)\,\mathsf{k}
 
-    It is not commutative. Each component is written in place (a product and
-    three fused multiply-adds), forward and backward, which takes a third of
-    the kernels and two thirds of the time of the sixteen products and twelve
-    sums as separate operations (:class:`~torch_wge.utils.autograd.HamiltonProduct`).
-    It differentiates to any order and runs under :mod:`torch.func` transforms
-    (``grad``, ``jvp``, ``vmap``); under :func:`torch.compile` (and TorchScript)
-    it is the sixteen products as plain operations, which the compiler fuses,
-    so that :obj:`fullgraph=True` traces it.
+    It is not commutative. It is one product of the sixteen signed terms and one
+    sum, in plain operations: it differentiates to any order and runs under
+    :mod:`torch.func` transforms, :func:`torch.compile` and TorchScript.
 
     Shapes: ``q [..., 4n]`` and ``p [..., 4n]`` (broadcastable) give ``[..., 4n]``.
 
@@ -104,19 +85,8 @@ def hamilton_product(q: Tensor, p: Tensor) -> Tensor:
         >>> hamilton_product(i, j)  # i j = k
         tensor([0., 0., 0., 1.])
     """
-    check_quaternion_size(q.size(-1), "last dimension")
+    n = check_quaternion_size(q.size(-1), "last dimension")
     check_quaternion_size(p.size(-1), "last dimension")
-    if torch.jit.is_scripting():  # TorchScript calls no autograd Function
-        return _hamilton_terms(q, p)
-    elif torch.compiler.is_compiling():  # traced as plain operations, which the compiler fuses
-        return _hamilton_terms(q, p)
-    else:
-        return HamiltonProduct.apply(q, p, False, False)
-
-
-def _hamilton_terms(q: Tensor, p: Tensor) -> Tensor:
-    r""":math:`\mathbf{q} \otimes \mathbf{p}` from the 16 signed terms at once, with plain autograd."""
-    n = q.size(-1) // 4
     terms = _signed_components(q.unflatten(-1, (4, n)), dim=-2).unflatten(-2, (4, 4))  # [..., b, d, n]
     return (terms * p.unflatten(-1, (4, n)).unsqueeze(-2)).sum(dim=-3).flatten(-2)
 
