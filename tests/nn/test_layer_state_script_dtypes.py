@@ -1,5 +1,5 @@
 """The layers where PyG's go: a fresh layer's output after state changes and copies (no stale
-cache), torch.jit.script, float16 / bfloat16 with CSR adjacencies on the CPU, and second-order
+cache), torch.jit.script, float16 / bfloat16 with CSR adjacencies on the CPU and CUDA, and second-order
 gradients through the cached CSR product."""
 
 import copy
@@ -26,7 +26,9 @@ EF_WEIGHT = torch.rand(EF.size(1), generator=torch.Generator().manual_seed(2), d
 
 def csr(edge_index, num_nodes, weight=None, dtype=torch.float64):
     """The transposed adjacency of ``edge_index`` as a ``torch.sparse_csr`` tensor."""
-    weight = torch.ones(edge_index.size(1), dtype=dtype) if weight is None else weight.to(dtype)
+    weight = (
+        torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device) if weight is None else weight.to(dtype)
+    )
     return torch.sparse_coo_tensor(edge_index.flip(0), weight, (num_nodes, num_nodes)).coalesce().to_sparse_csr()
 
 
@@ -49,12 +51,13 @@ def make(kind, **kwargs):
     return layer.double().eval()
 
 
-def run(layer, kind, sparse, dtype=torch.float64):
+def run(layer, kind, sparse, dtype=torch.float64, device="cpu"):
     """The layer's output on the tiny KG (edge_index or CSR adjacencies), as one tensor."""
-    x, rel = X.to(dtype), REL.to(dtype)
+    x, rel, ef_index, rf_index = X.to(device, dtype), REL.to(device, dtype), EF.to(device), RF.to(device)
     if kind == "gcn":
-        return layer(x, csr(EF, 5, EF_WEIGHT, dtype)) if sparse else layer(x, EF, EF_WEIGHT.to(dtype))
-    ef, rf = (csr(EF, 5, dtype=dtype), csr(RF, 9, dtype=dtype)) if sparse else (EF, RF)
+        weight = EF_WEIGHT.to(device, dtype)
+        return layer(x, csr(ef_index, 5, weight, dtype)) if sparse else layer(x, ef_index, weight)
+    ef, rf = (csr(ef_index, 5, dtype=dtype), csr(rf_index, 9, dtype=dtype)) if sparse else (ef_index, rf_index)
     out = layer(x, rel, ef, rf)
     return torch.cat(out) if kind == "two_view" else torch.cat([torch.cat(state) for state in out])
 
@@ -167,29 +170,32 @@ def test_script_two_view_conv_and_encoder_match_eager(kwargs):
         torch.testing.assert_close(torch.cat(got), torch.cat(want), rtol=0, atol=1e-14)
 
 
-# ------------------------------------------------------- float16 and bfloat16 on the CPU
+# ------------------------------------------- float16 and bfloat16 on the CPU and on CUDA
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("cached", [False, True])
 @pytest.mark.parametrize("kind", ["gcn", "two_view", "encoder"])
-def test_half_types_with_csr_inputs_give_the_edge_index_result(kind, cached, dtype):
+def test_half_types_with_csr_inputs_give_the_edge_index_result(kind, cached, dtype, device):
     # torch has no CPU CSR matmul for these types: the layers multiply in float32 and round back
     layer = make(kind, cached=cached)
-    reference = run(layer, kind, sparse=False)  # float64
-    layer.to(dtype)
+    reference = run(layer, kind, sparse=False)  # float64 on the CPU
+    layer.to(device, dtype)
     tolerance = 4e-2 if dtype == torch.bfloat16 else 5e-3  # of outputs of size ~1
     for _ in range(2):
-        with_csr, with_edges = run(layer, kind, True, dtype), run(layer, kind, False, dtype)
-        assert with_csr.dtype == with_edges.dtype == dtype
-        torch.testing.assert_close(with_csr.double(), reference, rtol=tolerance, atol=tolerance)
-        torch.testing.assert_close(with_edges.double(), reference, rtol=tolerance, atol=tolerance)
+        with_csr, with_edges = run(layer, kind, True, dtype, device), run(layer, kind, False, dtype, device)
+        assert with_csr.dtype == with_edges.dtype == dtype and with_csr.device.type == device
+        torch.testing.assert_close(with_csr.cpu().double(), reference, rtol=tolerance, atol=tolerance)
+        torch.testing.assert_close(with_edges.cpu().double(), reference, rtol=tolerance, atol=tolerance)
     # and backward: the gradients of the two paths agree as closely
     grads = []
     for sparse in (True, False):
         layer.zero_grad()
-        run(layer, kind, sparse, dtype).float().square().sum().backward()
-        grads.append(torch.cat([p.grad.double().flatten() for p in layer.parameters() if p.grad is not None]))
+        run(layer, kind, sparse, dtype, device).float().square().sum().backward()
+        grads.append(torch.cat([p.grad.cpu().double().flatten() for p in layer.parameters() if p.grad is not None]))
     torch.testing.assert_close(grads[0], grads[1], rtol=5 * tolerance, atol=5 * tolerance * grads[1].abs().max().item())
 
 

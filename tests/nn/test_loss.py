@@ -90,18 +90,25 @@ def test_loss_and_gradients_equal_dense_reference(monkeypatch, chunk_elements, m
         assert torch.allclose(grad, expected_grad, atol=1e-12)
 
 
+CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("objective, reference", OBJECTIVE_REFERENCES)
 @pytest.mark.parametrize("fused", [True, False])
-def test_bfloat16_matmuls_stay_close_to_the_float64_reference(monkeypatch, objective, reference, fused):
+def test_bfloat16_matmuls_stay_close_to_the_float64_reference(monkeypatch, objective, reference, fused, device):
     monkeypatch.setattr(loss_module, "CHUNK_ELEMENTS", 12)  # several chunks per layer
+    monkeypatch.setattr(loss_module, "GPU_CHUNK_ELEMENTS", 12)
     monkeypatch.setattr(loss_module, "MIN_CHUNK_ROWS", 1)
     torch.manual_seed(2)
     queries = torch.randn(3, 5, 64, dtype=torch.float64) / 4
     entities = torch.randn(3, 6, 64, dtype=torch.float64) / 4
-    q32, x32 = (t.float().requires_grad_() for t in (queries, entities))
-    loss = one_to_n_loss(q32, x32, POSITIVES, WEIGHTS.float(), objective, 0.2, torch.bfloat16, fused)
-    grads = torch.autograd.grad(loss, (q32, x32))
+    q32, x32 = (t.to(device, torch.float32).requires_grad_() for t in (queries, entities))
+    positives, weights = POSITIVES.to(device), WEIGHTS.to(device, torch.float32)
+    loss = one_to_n_loss(q32, x32, positives, weights, objective, 0.2, torch.bfloat16, fused)
+    grads = [grad.cpu() for grad in torch.autograd.grad(loss, (q32, x32))]
     assert loss.dtype == torch.float32 and all(g.dtype == torch.float32 for g in grads)
+    assert loss.device.type == device
 
     queries.requires_grad_(), entities.requires_grad_()
     expected = reference(queries, entities, POSITIVES, WEIGHTS, 0.2)
@@ -112,7 +119,7 @@ def test_bfloat16_matmuls_stay_close_to_the_float64_reference(monkeypatch, objec
         error = (grad.double() - expected_grad).norm() / expected_grad.norm()
         assert error < 2e-2
     # and float32 matmuls are far closer still: the bfloat16 rounding is what the tolerance is for
-    exact = one_to_n_loss(q32, x32, POSITIVES, WEIGHTS.float(), objective, 0.2, fused=fused)
+    exact = one_to_n_loss(q32, x32, positives, weights, objective, 0.2, fused=fused)
     assert abs(exact.item() - expected.item()) < 1e-5 * abs(expected.item())
     assert abs(loss.item() - expected.item()) > abs(exact.item() - expected.item())
 
