@@ -1,12 +1,14 @@
 """One base class for knowledge graphs stored as three triple files."""
 
+import contextlib
 import hashlib
 import itertools
 import os
 import os.path as osp
 import re
-import sys
+import time
 import warnings
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
@@ -21,6 +23,9 @@ SPLIT_FILES = ("train.txt", "valid.txt", "test.txt")
 #: The keys of a processed vocabulary file.
 VOCABULARY_KEYS = ("entity_names", "relation_names", "entity_labels", "relation_labels", "num_dropped")
 UNSEEN_CHOICES = ("keep", "drop", "error")
+#: Age in seconds after which a temporary file in a processed folder is taken for one that a killed
+#: write left there, and removed (a write takes seconds from its temporary file to its rename).
+STALE_TEMPORARY_SECONDS = 3600
 
 Triples = List[List[str]]
 
@@ -306,24 +311,32 @@ class KnowledgeGraphDataset(InMemoryDataset):
     are not checksummed. Labels are read at processing time (an added
     label file changes the raw files' digest, so it is processed anew).
 
-    **Processed files.** One processed copy is kept per
-    (:obj:`pre_transform`, :obj:`unseen`) setting, in
+    **Processed files.** Processing follows PyG's
+    :class:`~torch_geometric.data.InMemoryDataset` lifecycle (:meth:`download`,
+    :meth:`process`, :meth:`save`, :meth:`load`). One processed copy is kept
+    per (:obj:`pre_transform`, :obj:`unseen`) setting, in
     ``processed/<unseen>-<digest of repr(pre_transform)>``, so a changed
     pre-transform (e.g. another :obj:`beta` of
     :class:`~torch_wge.transforms.RelationFocusedTransform`) is processed
-    anew instead of silently reusing the old graph; the digest also holds
+    anew instead of silently reusing the old graph, and PyG's comparison
+    with its ``pre_transform.pt`` never warns; the digest also holds
     the version of the views' stored layout
     (:obj:`torch_wge.transforms.views.STORAGE_VERSION`), so a cache written
     in another layout is never read. The processed file names
     hold a digest of the content of the raw files (split and label files),
-    so an edited or added raw file is processed anew too. Processed files
-    are written atomically and read with ``weights_only=True`` only (see
-    :func:`torch_wge.io.torch_load`): one that cannot be read so (damaged,
-    or holding objects whose loading could run code) is not loaded but
-    rebuilt from the raw files, with a warning naming it. Processes sharing
-    a dataset folder process it in turn (an ``flock`` on the processed
-    folder); temporary files a killed one left there are removed by the
-    next one that processes.
+    so an edited or added raw file is processed anew too.
+
+    The graph and the vocabulary are written atomically, so a process killed
+    at any instant leaves each complete or absent, and several processes may
+    process one folder at once. They are read with ``weights_only=True``
+    only (see :func:`torch_wge.io.torch_load`): one that cannot be read so
+    (damaged, or holding objects whose loading could run code) is rebuilt
+    from the raw files, with a warning naming it. PyG writes its
+    ``pre_transform.pt`` and ``pre_filter.pt`` in place and unpickles them
+    with ``weights_only=False``; one that does not load with
+    ``weights_only=True`` (cut short by a kill, or planted) is removed
+    before PyG reads it. Temporary files that a killed write left are
+    removed once an hour old.
 
     Args:
         root (str): Root directory.
@@ -375,8 +388,15 @@ class KnowledgeGraphDataset(InMemoryDataset):
             raise ValueError(f"'unseen' must be one of {UNSEEN_CHOICES} (got {unseen!r})")
         self.unseen = unseen
         self._raw_digest: Optional[str] = None
-        super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log)  # downloads
-        meta = self._load_or_process()
+        # PyG's lifecycle: downloads what is missing, processes unless the processed files exist
+        super().__init__(root, transform, pre_transform, force_reload=force_reload, log=log)
+        try:
+            meta = self._load_processed()
+        except io.UnreadableFileError as error:
+            warnings.warn(f"{error}; processing the raw files again", stacklevel=3)
+            self.process()
+            meta = self._load_processed()
+        self._remove_older_files()
         self.entity_names: List[str] = meta["entity_names"]
         self.relation_names: List[str] = meta["relation_names"]
         self.entity_labels: Optional[List[Optional[str]]] = meta["entity_labels"]
@@ -485,41 +505,38 @@ class KnowledgeGraphDataset(InMemoryDataset):
         return None
 
     # Processing ------------------------------------------------------------
-    @property
-    def has_process(self) -> bool:
-        # PyG's Dataset runs its own processing step when a subclass defines
-        # `process`; it would unpickle processed/pre_transform.pt with
-        # weights_only=False (running any code planted there) and write it
-        # non-atomically. This class calls `process` itself
-        # (`_load_or_process`): its processed folder is keyed by the
-        # pre-transform and its file names by the raw files' content.
-        return False
+    def _process(self) -> None:
+        # PyG unpickles these two files with weights_only=False and writes them non-atomically: one
+        # that a kill cut short, or that holds more than tensors and strings, is treated as absent
+        for name in ("pre_transform.pt", "pre_filter.pt"):
+            path = osp.join(self.processed_dir, name)
+            try:
+                if osp.isfile(path):
+                    io.torch_load(path)
+            except io.UnreadableFileError:
+                Path(path).unlink(missing_ok=True)
+        super()._process()
 
-    def _load_or_process(self) -> dict:
-        # The processed graph and vocabulary, processed from the raw files
-        # first when missing, unreadable or force_reload is set. Processes
-        # sharing the dataset folder take turns (a lock on the processed
-        # folder), so temporaries found there are stale: removed.
-        os.makedirs(self.processed_dir, exist_ok=True)
-        with io.FolderLock(self.processed_dir, wait=True):
-            io.remove_stale_temporaries(self.processed_dir)
-            if not self.force_reload and all(osp.isfile(path) for path in self.processed_paths):
-                try:
-                    return self._load_processed()
-                except io.UnreadableFileError as error:
-                    warnings.warn(f"{error}; processing the raw files again", stacklevel=3)
-            if self.log:
-                print("Processing...", file=sys.stderr)
-            self.process()
-            self._remove_older_copies()
-            return self._load_processed()
-
-    def _remove_older_copies(self) -> None:
-        # processed files made from older raw files
+    def _remove_older_files(self) -> None:
+        # processed files of older raw files, and temporaries that a killed write left
         current = set(self.processed_file_names)
-        for name in os.listdir(self.processed_dir):
-            if name.startswith(("data-", "vocab-")) and name.endswith(".pt") and name not in current:
-                os.remove(osp.join(self.processed_dir, name))
+        now = time.time()
+        for entry in os.scandir(self.processed_dir):
+            name = entry.name
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            older = name.startswith(("data-", "vocab-")) and name.endswith(".pt") and name not in current
+            with contextlib.suppress(FileNotFoundError):  # removed by another process meanwhile
+                if older or (io.TEMP_INFIX in name and now - entry.stat().st_mtime > STALE_TEMPORARY_SECONDS):
+                    os.remove(entry.path)
+
+    @classmethod
+    def save(cls, data_list: Sequence[BaseData], path: str) -> None:
+        r"""Saves the graphs :obj:`data_list` to :obj:`path` as PyG's
+        :meth:`~torch_geometric.data.InMemoryDataset.save` does, atomically
+        (see :func:`torch_wge.io.torch_save`)."""
+        data, slices = cls.collate(data_list)
+        io.torch_save((data.to_dict(), slices, data.__class__), path)
 
     def load(self, path: str, data_cls: Type[BaseData] = Data) -> None:
         r"""Loads the processed graph at :obj:`path` (PyG's
@@ -582,8 +599,7 @@ class KnowledgeGraphDataset(InMemoryDataset):
         data = _graph(parts, len(entity_id), len(relation_id))
         if self.pre_transform is not None:
             data = self.pre_transform(data)
-        data, slices = self.collate([data])
-        io.torch_save((data.to_dict(), slices, data.__class__), self.processed_paths[0])
+        self.save([data], self.processed_paths[0])
 
         ent_labels, rel_labels = self.read_labels()
         io.torch_save(
