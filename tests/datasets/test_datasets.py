@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch_geometric.datasets.freebase as pyg_freebase
 import torch_geometric.transforms as T
 
 import torch_wge.datasets.base as base
+from torch_wge.data import combine_splits
 from torch_wge.datasets import (
     DATASETS,
     CoDEx,
@@ -187,6 +189,25 @@ def test_table1_counts(name, shared_datasets, tmp_path, monkeypatch):
     if name == "litwd1k":
         assert dataset.entity_labels[dataset.entity_names.index("Q1000")] == "Gabon"
         assert dataset.relation_labels[dataset.relation_names.index("P17")] == "country"
+
+
+@pytest.mark.slow  # processing 310k triples twice
+def test_fb15k237_is_pygs_fb15k_237_splits_combined(shared_datasets, tmp_path, monkeypatch):
+    monkeypatch.setattr(base, "download_url", no_download)
+    monkeypatch.setattr(pyg_freebase, "download_url", no_download)
+    copy_raw(shared_datasets, "fb15k-237", tmp_path / "ours")
+    (tmp_path / "pyg" / "raw").mkdir(parents=True)
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        shutil.copyfile(shared_datasets / "fb15k-237" / name, tmp_path / "pyg" / "raw" / name)
+    splits = [pyg_freebase.FB15k_237(str(tmp_path / "pyg"), split=split) for split in ("train", "val", "test")]
+    expected = combine_splits(*splits)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "(?s).*does not occur in training")  # 9 valid and 28 test triples
+        data = FB15k237(str(tmp_path / "ours"), log=False)[0]
+    for key in ("edge_index", "edge_type", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(data[key], expected[key]), key
+    assert (data.num_nodes, data.num_relations) == (expected.num_nodes, expected.num_relations) == (14541, 237)
+    assert FB15k237.urls["train.txt"] == f"{pyg_freebase.FB15k_237.url}/train.txt"
 
 
 def test_pre_transform_change_reprocesses(codex_s_root, monkeypatch):
