@@ -13,8 +13,9 @@ figures do not mix):
   (1-N) training with BCE-with-logits and label smoothing 0.1, filtered
   ``RankBasedEvaluator`` (run with ``--pykeen-python``, by default this
   interpreter when it imports pykeen);
-- ``matmul``: dense float32 matmul GFLOP/s of the shapes one WGE epoch
-  multiplies, and of a big square product;
+- ``matmul``: GFLOP/s of each dense matmul shape one epoch and one test
+  evaluation multiply (:func:`epoch_matmuls`, :func:`eval_matmuls`), in the
+  layout and dtype the step uses, and of a big float32 square product;
 - ``wge@baseline``, ``quate@baseline`` (with ``--baseline DIR``): ``wge`` and
   ``quate`` again with the ``torch_wge`` of another checkout (an earlier
   commit, e.g. made with ``git worktree add DIR COMMIT``), measured in the
@@ -32,12 +33,21 @@ set high-water mark (VmHWM) of the subprocess on CPU, which includes the
 Python interpreter, torch and the dataset, or ``torch.cuda.max_memory_allocated``
 on CUDA.
 
-The floor is the time the dense matmuls of one epoch take at the measured
-GFLOP/s of their shapes: 1-N scoring of every training query at each of the
-K + 1 layers (forward, and the two products of backward: 3 x 2BCN flops) and,
-per batch, the encoder's dense products (each QuaternionGCNConv 2nC^2 forward,
-x3 with backward, 2 layers x 2 views, n = N or N + 2R). Sparse products,
-element-wise work and the optimiser are left out of the floor.
+The floor is the time the dense matmuls of one epoch take at the GFLOP/s
+measured for their shapes: the sum of count x 2mkp / rate over the products
+``[m, k] @ [k, p]`` of the epoch (:func:`epoch_matmuls`). Per batch of ``b``
+queries and per layer, the fused 1-N loss scores chunks of ``c`` rows (as
+``one_to_n_loss`` chooses them: ``CHUNK_ELEMENTS // N``, at least
+``MIN_CHUNK_ROWS``, at most ``b``), ``[c, C] @ [C, N]``, and forms its two
+gradient products; per batch and encoder layer, each view multiplies its
+``n`` rows by its C x C matrix, ``[n, C] @ [C, C]``, and forms two backward
+products (n = N for the entity view, N + 2R for the relation view). The
+epoch is reported against the float32 floor (every matmul in float32) and,
+where the device multiplies bfloat16 natively (or with ``--precision bf16``),
+against the bf16 floor: the loss's matmuls in bfloat16, as precision
+``auto`` (the default) or ``bf16`` runs them, the encoder's in float32.
+Sparse products, element-wise work and the optimiser are left out of the
+floor, and with ``--candidates`` it still scores every batch against all N.
 
 Example::
 
@@ -45,6 +55,8 @@ Example::
 """
 
 import argparse
+import collections
+import dataclasses
 import datetime
 import json
 import math
@@ -57,10 +69,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from common import (
     DEFAULT_DATA,
+    VECTOR_EXTENSIONS,
     Clock,
     cpu_model,
     git_state,
@@ -83,6 +96,17 @@ LABELS = {
     "wge@baseline": "baseline WGE",
     "quate@baseline": "baseline QuatE",
 }
+#: The model each configuration trains: the work its floor is the time of.
+MODEL_OF = {
+    "wge": "wge",
+    "wge@baseline": "wge",
+    "naive": "wge",
+    "quate": "quate",
+    "quate@baseline": "quate",
+    "pykeen": "quate",
+}
+#: Short names of the matmul dtypes.
+SHORT = {"float32": "f32", "bfloat16": "bf16"}
 
 
 def setup_torch(args):
@@ -99,6 +123,13 @@ def setup_torch(args):
 def load(args):
     from torch_wge.training import TrainConfig, load_data
 
+    # a torch_wge from before the precision setting takes no such argument and computes in float32
+    has_precision = any(field.name == "precision" for field in dataclasses.fields(TrainConfig))
+    if not has_precision and args.precision != "float32":
+        raise SystemExit(
+            f"this torch_wge has no precision setting (it computes in float32): --precision float32, "
+            f"not {args.precision!r}"
+        )
     config = TrainConfig(
         dataset=args.dataset,
         root=args.root,
@@ -108,8 +139,7 @@ def load(args):
         batch_size=args.batch_size,
         hidden_channels=args.hidden_channels,
         eval_batch_size=args.eval_batch_size,
-        # named only when not the default, so that a baseline from before the option still runs
-        **({"precision": args.precision} if args.precision != "float32" else {}),
+        **({"precision": args.precision} if has_precision else {}),
         **({"objective": args.objective} if args.objective else {}),
         **({"candidates": args.candidates} if args.candidates else {}),
     )
@@ -118,69 +148,155 @@ def load(args):
     return config, data, time.perf_counter() - tic
 
 
+# --------------------------------------------------------- the dense matmuls of a step
+class Matmul(NamedTuple):
+    """``[m, k] @ [k, n]`` in ``dtype``, run ``count`` times. ``layout`` says how each factor is
+    stored: ``"n"`` contiguous, ``"t"`` the transposed view of a contiguous tensor (left, right:
+    ``"nt"`` is ``a @ b.t()``)."""
+
+    name: str
+    m: int
+    k: int
+    n: int
+    count: int
+    dtype: str  # "float32" or "bfloat16"
+    layout: str
+
+    @property
+    def shape(self) -> str:
+        return f"[{self.m},{self.k}]@[{self.k},{self.n}]"
+
+    @property
+    def key(self) -> str:
+        """What its rate depends on: shape, layout and dtype (not name or count)."""
+        return f"{self.shape} {self.layout} {self.dtype}"
+
+    @property
+    def flops(self) -> float:
+        """``count x 2mkn``."""
+        return 2.0 * self.m * self.k * self.n * self.count
+
+
+#: The big float32 product whose rate the epoch's FLOPs are also divided by.
+SQUARE = Matmul("square", 2048, 2048, 2048, 1, "float32", "nn")
+
+
+def chunk_rows(batch: int, num_entities: int, device: str = "cpu") -> int:
+    """Rows of queries the fused 1-N loss scores together in a batch of ``batch``
+    (``one_to_n_loss``): ``max(MIN_CHUNK_ROWS, elements // N)``, at most the batch, with
+    ``elements`` ``CHUNK_ELEMENTS`` on the CPU, ``GPU_CHUNK_ELEMENTS`` elsewhere."""
+    from torch_wge.nn.decoders.loss import CHUNK_ELEMENTS, GPU_CHUNK_ELEMENTS, MIN_CHUNK_ROWS
+
+    elements = CHUNK_ELEMENTS if device.split(":")[0] == "cpu" else GPU_CHUNK_ELEMENTS
+    return max(1, min(batch, max(MIN_CHUNK_ROWS, elements // max(num_entities, 1))))
+
+
+def _matmul_list(counts: Dict[tuple, int]) -> List[Matmul]:
+    return [Matmul(name, m, k, n, count, dtype, layout) for (name, m, k, n, dtype, layout), count in counts.items()]
+
+
+def epoch_matmuls(
+    batch_sizes: Sequence[int],
+    num_entities: int,
+    num_relations: int,
+    channels: int,
+    num_layers: int,
+    scoring_dtype: str = "float32",
+    device: str = "cpu",
+) -> List[Matmul]:
+    """The dense matmuls of a training epoch of batches of ``batch_sizes`` queries. Per batch of
+    ``b`` queries, for each of the K + 1 layers and each chunk of ``c`` rows (:func:`chunk_rows`,
+    the last one shorter), the fused loss multiplies in ``scoring_dtype``:
+    ``score_fwd`` ``[c, C] @ X^T [C, N]``, ``score_grad_q`` ``G [c, N] @ X [N, C]`` and
+    ``score_grad_x`` ``G^T [N, c] @ q [c, C]``. Per batch, each of the K encoder layers multiplies
+    in float32 for each view (``ef``: n = N rows, ``rf``: n = N + 2R) ``conv_*_fwd``
+    ``[n, C] @ M [C, C]``, ``conv_*_grad_x`` ``[n, C] @ M^T [C, C]`` and ``conv_*_grad_w``
+    ``[C, n] @ [n, C]``."""
+    n, c, k1 = num_entities, channels, num_layers + 1
+    counts: Dict[tuple, int] = collections.Counter()
+    for b, batches in collections.Counter(batch_sizes).items():
+        rows = chunk_rows(b, n, device)
+        for size, chunks in ((rows, b // rows), (b % rows, 1)):
+            if not size or not chunks:
+                continue
+            for name, shape, layout in (
+                ("score_fwd", (size, c, n), "nt"),
+                ("score_grad_q", (size, n, c), "nn"),
+                ("score_grad_x", (n, size, c), "tn"),
+            ):
+                counts[(name, *shape, scoring_dtype, layout)] += batches * chunks * k1
+        if num_layers:
+            for view, rows_ in (("ef", n), ("rf", n + 2 * num_relations)):
+                for name, shape, layout in (
+                    (f"conv_{view}_fwd", (rows_, c, c), "nn"),
+                    (f"conv_{view}_grad_x", (rows_, c, c), "nt"),
+                    (f"conv_{view}_grad_w", (c, rows_, c), "tn"),
+                ):
+                    counts[(name, *shape, "float32", layout)] += batches * num_layers
+    return _matmul_list(counts)
+
+
+def eval_matmuls(
+    num_queries: int, batch_size: int, num_entities: int, num_relations: int, channels: int, num_layers: int
+) -> List[Matmul]:
+    """The dense matmuls of a filtered evaluation of ``num_queries`` queries, all float32: the
+    encoder's forward products once, then per batch of ``b`` queries (the last one shorter) the
+    weighted queries of all layers against all layers' entities side by side,
+    ``eval_score`` ``[b, (K + 1) C] @ [(K + 1) C, N]``."""
+    n, c, k1 = num_entities, channels, num_layers + 1
+    counts: Dict[tuple, int] = collections.Counter()
+    if num_layers:
+        for view, rows in (("ef", n), ("rf", n + 2 * num_relations)):
+            counts[(f"conv_{view}_fwd", rows, c, c, "float32", "nn")] += num_layers
+    for size, batches in ((batch_size, num_queries // batch_size), (num_queries % batch_size, 1)):
+        if size and batches:
+            counts[("eval_score", size, k1 * c, n, "float32", "nt")] += batches
+    return _matmul_list(counts)
+
+
+def floor_seconds(matmuls: Sequence[Matmul], gflops: Dict[str, float]) -> float:
+    """Seconds the ``matmuls`` take at the rates ``gflops`` (GFLOP/s by :attr:`Matmul.key`):
+    the sum of ``count x 2mkn / rate``."""
+    return sum(mm.flops / (gflops[mm.key] * 1e9) for mm in matmuls)
+
+
+def flop_counts(epoch: Sequence[Matmul], evaluation: Sequence[Matmul]) -> Dict[str, float]:
+    """FLOPs of an epoch's scoring and encoder matmuls, of the epoch and of an evaluation."""
+    scoring = sum(mm.flops for mm in epoch if mm.name.startswith("score"))
+    total = sum(mm.flops for mm in epoch)
+    return {
+        "scoring": scoring,
+        "encoder": total - scoring,
+        "epoch": total,
+        "eval": sum(mm.flops for mm in evaluation),
+    }
+
+
 # ------------------------------------------------------------------- workers
 def worker_matmul(args) -> Dict[str, Any]:
+    """GFLOP/s of each matmul of ``--root``, a JSON list of ``[m, k, n, dtype, layout]``: the
+    median of up to 50 products after two warm-up ones, each factor stored as the layout says."""
     torch = setup_torch(args)
     clock = Clock(args.device)
-    dev = args.device
-    n, c, b, r2, k1 = (
-        args.num_entities,
-        4 * args.hidden_channels,
-        args.batch_size,
-        2 * args.num_relations,
-        args.layers + 1,
-    )
 
-    def seconds(fn, flops: float) -> float:
-        reps = max(3, min(50, int(2e10 / flops)))
+    def factor(rows: int, cols: int, stored: str, dtype: str):
+        if stored == "t":  # the transposed view of a contiguous [cols, rows]
+            return torch.randn(cols, rows, device=args.device, dtype=getattr(torch, dtype)).t()
+        return torch.randn(rows, cols, device=args.device, dtype=getattr(torch, dtype))
+
+    gflops = {}
+    for m, k, n, dtype, layout in json.loads(args.root):
+        a, b = factor(m, k, layout[0], dtype), factor(k, n, layout[1], dtype)
+        flops = 2.0 * m * k * n
         for _ in range(2):
-            fn()
+            a @ b
         times = []
-        for _ in range(reps):
+        for _ in range(max(3, min(50, int(2e10 / flops)))):
             tic = clock()
-            fn()
+            a @ b
             times.append(clock() - tic)
-        return statistics.median(times)
-
-    info: Dict[str, float] = {}
-
-    def rate(name: str, m: int, k: int, n_: int) -> float:
-        """GFLOP/s of [m, k] @ [k, n_], the right factor stored as is or as the
-        transposed view of an [n_, k] tensor (as ``q @ x.t()``); the faster counts."""
-        a = torch.randn(m, k, device=dev)
-        w = torch.randn(k, n_, device=dev)
-        wt = torch.randn(n_, k, device=dev).t()
-        flops = 2.0 * m * k * n_
-        plain, view = flops / seconds(lambda: a @ w, flops) / 1e9, flops / seconds(lambda: a @ wt, flops) / 1e9
-        info[f"{name} (right factor contiguous)"] = plain
-        info[f"{name} (right factor a transposed view)"] = view
-        return max(plain, view)
-
-    shapes = {
-        # 1-N scoring, per layer and batch: q [B, C] @ X^T [C, N] and its two backward products
-        "score_fwd [B,C]@[C,N]": (b, c, n),
-        "score_grad_q [B,N]@[N,C]": (b, n, c),
-        "score_grad_x [C,B]@[B,N]": (c, b, n),
-        # evaluation: all layers' weighted queries side by side against all layers' entity matrices
-        "eval_score [B,(K+1)C]@[(K+1)C,N]": (b, k1 * c, n),
-        # encoder dense part, per conv: x [n, C] @ M [C, C] and its backward
-        "conv_fwd [N,C]@[C,C]": (n, c, c),
-        "conv_grad_x [N,C]@[C,C]": (n, c, c),
-        "conv_grad_w [C,N]@[N,C]": (c, n, c),
-        "conv_rf_fwd [N+2R,C]@[C,C]": (n + r2, c, c),
-        "square 2048^3": (2048, 2048, 2048),
-    }
-    gflops = {name: rate(name, *shape) for name, shape in shapes.items()}
-    # for information: the K + 1 layers' forward scoring as WGE.layer_scores does it (one bmm against the
-    # transposed view of the stacked entity matrices) and as K + 1 separate products
-    q = torch.randn(k1, b, c, device=dev)
-    xs = [torch.randn(n, c, device=dev) for _ in range(k1)]
-    flops = k1 * 2.0 * b * c * n
-    info["score_fwd bmm [K+1,B,C]@stack(X).transpose(1,2)"] = (
-        flops / seconds(lambda: torch.bmm(q, torch.stack(xs).transpose(1, 2)), flops) / 1e9
-    )
-    info["score_fwd K+1 x mm [B,C]@X.t()"] = flops / seconds(lambda: [q[i] @ xs[i].t() for i in range(k1)], flops) / 1e9
-    return {"gflops": gflops, "info_gflops": info, "threads": torch.get_num_threads()}
+        gflops[Matmul("", m, k, n, 1, dtype, layout).key] = flops / statistics.median(times) / 1e9
+    return {"gflops": gflops, "threads": torch.get_num_threads()}
 
 
 def compile_parts(trainer, args) -> None:
@@ -255,6 +371,7 @@ def worker_torch_wge(args) -> Dict[str, Any]:
         "num_batches": num_batches,
         "num_queries": num_queries,
         "extrapolated": per_unit < num_batches,
+        "precision": getattr(trainer, "precision", getattr(config, "precision", "float32")),  # as resolved
         "last_loss": loss,
         "valid_eval_s": statistics.median(evals["valid"]),
         "test_eval_s": statistics.median(evals["test"]),
@@ -611,31 +728,22 @@ def run_worker(
     return out
 
 
-def flop_counts(n: int, r: int, c: int, k: int, queries: int, batches: int, eval_queries: int) -> Dict[str, float]:
-    conv = 2.0 * n * c * c + 2.0 * (n + 2 * r) * c * c  # one ef and one rf conv, forward
-    return {
-        "scoring": 3 * (k + 1) * 2.0 * queries * c * n,
-        "encoder": batches * 3 * k * conv,
-        "epoch": 3 * (k + 1) * 2.0 * queries * c * n + batches * 3 * k * conv,
-        "eval": 2.0 * eval_queries * (k + 1) * c * n + k * conv,
-    }
-
-
-def floor_seconds(g: Dict[str, float], n: int, r: int, c: int, k: int, queries: int, batches: int) -> float:
-    """Seconds the dense matmuls of one epoch take at the measured GFLOP/s of their shapes."""
-    score = 2.0 * queries * c * n * (k + 1)
-    conv_ef = 2.0 * n * c * c * k * batches
-    conv_rf = 2.0 * (n + 2 * r) * c * c * k * batches
-    seconds = score * (
-        1 / g["score_fwd [B,C]@[C,N]"] + 1 / g["score_grad_q [B,N]@[N,C]"] + 1 / g["score_grad_x [C,B]@[B,N]"]
-    )
-    seconds += conv_ef * (
-        1 / g["conv_fwd [N,C]@[C,C]"] + 1 / g["conv_grad_x [N,C]@[C,C]"] + 1 / g["conv_grad_w [C,N]@[N,C]"]
-    )
-    seconds += conv_rf * (
-        1 / g["conv_rf_fwd [N+2R,C]@[C,C]"] + 1 / g["conv_grad_x [N,C]@[C,C]"] + 1 / g["conv_grad_w [C,N]@[N,C]"]
-    )
-    return seconds / 1e9
+def matmul_table(plans: Dict[str, List[Matmul]], gflops: Dict[str, float]) -> List[str]:
+    """Lines of an epoch's matmuls, one per product, with its runs and GFLOP and, for each plan of
+    ``plans`` (scoring dtype to :func:`epoch_matmuls`), its rate and seconds; then the totals."""
+    names = [f"{mm.name} {mm.shape}" for mm in plans["float32"]]
+    width = max(len(name) for name in names + ["matmul"])
+    head = f"  {'matmul':<{width}} {'dtype':<8} {'runs':>7} {'GFLOP':>8}"
+    head += "".join(f" {SHORT[dtype] + ' GFLOP/s':>13} {SHORT[dtype] + ' s':>8}" for dtype in plans)
+    lines = [head]
+    for name, same in zip(names, zip(*plans.values())):  # the same product in each plan
+        dtypes = "/".join(dict.fromkeys(SHORT[mm.dtype] for mm in same))
+        line = f"  {name:<{width}} {dtypes:<8} {same[0].count:>7,} {same[0].flops / 1e9:>8.1f}"
+        line += "".join(f" {gflops[mm.key]:>13.0f} {floor_seconds([mm], gflops):>8.3f}" for mm in same)
+        lines.append(line)
+    total = f"  {'total':<{width}} {'':<8} {'':>7} {sum(mm.flops for mm in plans['float32']) / 1e9:>8.1f}"
+    total += "".join(f" {'':>13} {floor_seconds(plan, gflops):>8.3f}" for plan in plans.values())
+    return lines + [total]
 
 
 def fmt(value, spec: str = ".3f") -> str:
@@ -709,7 +817,10 @@ def main() -> None:
         help="torch.compile the decoders' queries with this mode, as --compile-encoder (default: eager)",
     )
     parser.add_argument(
-        "--precision", default="float32", help="TrainConfig.precision of torch_wge: float32, tf32 or bf16"
+        "--precision",
+        default="auto",
+        help="TrainConfig.precision of torch_wge: auto, float32, tf32 or bf16; a torch_wge from before the "
+        "setting runs float32 only (default: auto, the library's)",
     )
     parser.add_argument("--layers", type=int, default=2, help="WGE encoder layers K (default: 2)")
     parser.add_argument("--objective", help="TrainConfig.objective of torch_wge: bce or softmax (default: bce)")
@@ -743,9 +854,6 @@ def main() -> None:
         import warnings
 
         warnings.simplefilter("ignore")
-        if args.worker == "matmul":
-            sizes = json.loads(args.root)
-            args.num_entities, args.num_relations = sizes["num_entities"], sizes["num_relations"]
         print(json.dumps(WORKERS[args.worker](args)))
         return
 
@@ -755,7 +863,11 @@ def main() -> None:
     import torch
 
     from torch_wge.training import TrainConfig, TrainingQueries, load_data, split_triples
+    from torch_wge.training.precision import PRECISIONS, resolve_precision
+    from torch_wge.utils.devices import BF16_CPU_FLAGS, cpu_flags, has_native_bf16
 
+    if args.precision not in PRECISIONS:
+        parser.error(f"--precision must be one of {', '.join(PRECISIONS)}, got {args.precision!r}")
     command = "python " + " ".join([os.path.relpath(__file__)] + sys.argv[1:])
     wanted = set(args.only or CONFIGS)
     if args.skip_pykeen:
@@ -769,11 +881,32 @@ def main() -> None:
         args.root = str(root)
         _, data = load_data(TrainConfig(dataset=args.dataset, root=args.root))  # processes the raw files once
         n, r = int(data.num_nodes), int(data.num_relations)
-        queries = len(TrainingQueries(split_triples(data, "train"), n, r))
-        batches = -(-queries // args.batch_size)
+        train_queries = TrainingQueries(split_triples(data, "train"), n, r)
+        queries = len(train_queries)
+        batch_sizes = [len(index) for index in train_queries.batch_indices(args.batch_size, shuffle=False)]
+        batches = len(batch_sizes)
         splits = {
             s: int(data[m].sum()) for s, m in (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask"))
         }
+        # the dense matmuls of an epoch and of a test evaluation, with the loss's in float32 and, where
+        # bfloat16 is native or asked for, in bfloat16
+        precision = resolve_precision(args.precision, args.device)
+        step_dtype = str(PRECISIONS[precision].loss_matmul_dtype or torch.float32).replace("torch.", "")
+        native_bf16 = has_native_bf16(args.device)
+        scoring_dtypes = ["float32"] + (["bfloat16"] if native_bf16 or step_dtype == "bfloat16" else [])
+        c, models = 4 * args.hidden_channels, {"wge": args.layers, "quate": 0}
+        plans = {
+            model: {dtype: epoch_matmuls(batch_sizes, n, r, c, layers, dtype, args.device) for dtype in scoring_dtypes}
+            for model, layers in models.items()
+        }
+        evals = {
+            model: eval_matmuls(2 * splits["test"], args.eval_batch_size, n, r, c, layers)
+            for model, layers in models.items()
+        }
+        everything = [SQUARE] + [
+            mm for model in models for plan in [*plans[model].values(), evals[model]] for mm in plan
+        ]
+        shapes = list({mm.key: [mm.m, mm.k, mm.n, mm.dtype, mm.layout] for mm in everything}.values())
         sizes = {"num_entities": n, "num_relations": r, **splits, "train_queries": queries, "batches": batches}
         info = {
             "dataset": args.dataset,
@@ -781,6 +914,9 @@ def main() -> None:
             "date": datetime.date.today().isoformat(),
             "machine": {
                 "cpu": cpu_model(),
+                "cpu_flags": sorted(flag for flag in VECTOR_EXTENSIONS if flag in cpu_flags()),
+                "bf16_cpu_flags": sorted(cpu_flags() & BF16_CPU_FLAGS),  # empty: neither
+                "native_bf16": native_bf16,  # of the device
                 "cpus": os.cpu_count(),
                 "device": args.device,
                 "threads": args.threads or torch.get_num_threads(),
@@ -791,6 +927,7 @@ def main() -> None:
             **measured_code(),
             **({"baseline_git": git_state(Path(args.baseline))} if args.baseline else {}),
             "sizes": sizes,
+            "precision": {"asked": args.precision, "resolved": precision, "loss_matmul_dtype": step_dtype},
         }
         print(
             f"{args.dataset}: {n} entities, {r} relations, {splits['train']} train / {splits['valid']} valid / "
@@ -802,7 +939,7 @@ def main() -> None:
 
         results: Dict[str, Any] = {}
         if "matmul" in wanted:
-            saved_root, args.root = args.root, json.dumps({"num_entities": n, "num_relations": r})
+            saved_root, args.root = args.root, json.dumps(shapes)
             results["matmul"] = run_worker(args, "matmul")
             args.root = saved_root
         for kind in ("wge", "quate", "naive"):
@@ -841,33 +978,24 @@ def main() -> None:
             results["profile"] = run_worker(args, "profile", extra=extra)
 
     # ------------------------------------------------------------ analysis
-    c, k = 4 * args.hidden_channels, args.layers
     eval_q = {s: 2 * splits[s] for s in ("valid", "test")}
-    flops = {
-        "wge": flop_counts(n, r, c, k, queries, batches, eval_q["test"]),
-        "quate": flop_counts(n, r, c, 0, queries, batches, eval_q["test"]),
-    }
+    flops = {model: flop_counts(plans[model]["float32"], evals[model]) for model in models}
     floors: Dict[str, Dict[str, float]] = {}
+    matmuls: Dict[str, Dict[str, List[Dict[str, Any]]]] = {}
     g = results.get("matmul", {}).get("gflops")
     if g:
-        for kind, layers in (
-            ("wge", k),
-            ("quate", 0),
-            ("naive", k),
-            ("pykeen", 0),
-            ("wge@baseline", k),
-            ("quate@baseline", 0),
-        ):
-            floors[kind] = {
-                "epoch_floor_s": floor_seconds(g, n, r, c, layers, queries, batches),
-                "epoch_floor_square_s": flop_counts(n, r, c, layers, queries, batches, 0)["epoch"]
-                / (g["square 2048^3"] * 1e9),
-                "test_eval_floor_s": 2.0
-                * eval_q["test"]
-                * (layers + 1)
-                * c
-                * n
-                / (g["eval_score [B,(K+1)C]@[(K+1)C,N]" if layers else "score_fwd [B,C]@[C,N]"] * 1e9),
+        for model in models:
+            floors[model] = {
+                **{f"epoch_floor_{dtype}_s": floor_seconds(plans[model][dtype], g) for dtype in scoring_dtypes},
+                "epoch_floor_square_s": flops[model]["epoch"] / (g[SQUARE.key] * 1e9),
+                "test_eval_floor_s": floor_seconds(evals[model], g),
+            }
+            matmuls[model] = {
+                dtype: [
+                    {**mm._asdict(), "gflop": mm.flops / 1e9, "gflops": g[mm.key], "s": floor_seconds([mm], g)}
+                    for mm in plan
+                ]
+                for dtype, plan in [*plans[model].items(), ("test_eval", evals[model])]
             }
     ratios: Dict[str, Any] = {}
 
@@ -886,26 +1014,31 @@ def main() -> None:
         f"{args.dataset}: N={n}, R={r}, {queries} training queries, {batches} batches of {args.batch_size}, "
         f"{eval_q['valid']} valid / {eval_q['test']} test queries; {info['machine']['cpu']}, "
         f"{info['machine']['threads']} threads, torch {torch.__version__}, {args.device}",
+        f"bfloat16: {'native' if native_bf16 else 'not native'} on {args.device} (CPU flags: "
+        f"{', '.join(info['machine']['bf16_cpu_flags']) or 'neither avx512_bf16 nor amx_bf16'}); "
+        f"--precision {args.precision} is {precision} here: "
+        + (
+            "every matmul in float32"
+            if step_dtype == "float32"
+            else f"the loss's matmuls in {step_dtype}, the rest float32"
+        ),
     ]
     if g:
-        lines.append("matmul GFLOP/s (floor rates): " + ", ".join(f"{name} {value:.0f}" for name, value in g.items()))
-        lines.append(
-            "forward scoring GFLOP/s by layout (all layouts in the JSON): "
-            + ", ".join(
-                f"{name} {value:.0f}"
-                for name, value in results["matmul"].get("info_gflops", {}).items()
-                if name.startswith("score_fwd")
-            )
-        )
         lines.append(
             f"FLOPs per epoch: WGE {flops['wge']['epoch'] / 1e9:.1f} G (scoring "
             f"{flops['wge']['scoring'] / 1e9:.1f} G, encoder {flops['wge']['encoder'] / 1e9:.1f} G), "
             f"QuatE {flops['quate']['epoch'] / 1e9:.1f} G; test evaluation: WGE "
-            f"{flops['wge']['eval'] / 1e9:.1f} G, QuatE {flops['quate']['eval'] / 1e9:.1f} G"
+            f"{flops['wge']['eval'] / 1e9:.1f} G, QuatE {flops['quate']['eval'] / 1e9:.1f} G; "
+            f"{SQUARE.shape} float32 {g[SQUARE.key]:.0f} GFLOP/s"
         )
+        rows = chunk_rows(args.batch_size, n, args.device)
+        for model in [m for m in models if any(MODEL_OF.get(kind) == m for kind in results)] or list(models):
+            lines += ["", f"{LABELS[model]} epoch floor (batches of {args.batch_size}: loss chunks of {rows} rows):"]
+            lines += matmul_table(plans[model], g)
     mem_key = "peak_cuda_mb" if args.device.startswith("cuda") else "peak_rss_mb"
+    floor_heads = "".join(f" {SHORT[dtype] + ' floor':>10} {'x ' + SHORT[dtype]:>7}" for dtype in scoring_dtypes)
     header = (
-        f"{'configuration':<17} {'epoch s':>9} {'floor s':>8} {'x floor':>8} {'valid s':>8} {'test s':>8} "
+        f"{'configuration':<17} {'epoch s':>9}{floor_heads} {'valid s':>8} {'test s':>8} "
         f"{'test floor':>10} {'peak MB':>8}  notes"
     )
     lines += ["", header, "-" * len(header)]
@@ -916,8 +1049,8 @@ def main() -> None:
         if "error" in res or "skipped" in res:
             lines.append(f"{LABELS[kind]:<17} {res.get('error') or res.get('skipped')}")
             continue
-        floor = floors.get(kind, {})
-        notes = []
+        floor = floors.get(MODEL_OF[kind], {})
+        notes = [f"precision {res['precision']}"] if res.get("precision") else []
         if res.get("extrapolated"):
             notes.append(f"epoch from {res['batches_timed']} of {res['num_batches']} batches")
         if res.get("eval_extrapolated"):
@@ -928,13 +1061,16 @@ def main() -> None:
             notes.append(
                 f"last.pt write {res['checkpoint_s']:.3f} s ({res['checkpoint_s'] / res['epoch_s']:.1%} of an epoch)"
             )
-        x_floor = res["epoch_s"] / floor["epoch_floor_s"] if floor else None
+        columns = ""
+        for dtype in scoring_dtypes:
+            seconds = floor.get(f"epoch_floor_{dtype}_s")
+            res[f"x_floor_{dtype}"] = res["epoch_s"] / seconds if seconds else None
+            columns += f" {fmt(seconds):>10} {fmt(res[f'x_floor_{dtype}'], '.2f'):>7}"
         lines.append(
-            f"{LABELS[kind]:<17} {fmt(res['epoch_s']):>9} {fmt(floor.get('epoch_floor_s')):>8} "
-            f"{fmt(x_floor, '.2f'):>8} {fmt(res.get('valid_eval_s')):>8} {fmt(res.get('test_eval_s')):>8} "
-            f"{fmt(floor.get('test_eval_floor_s')):>10} {fmt(res.get(mem_key), '.0f'):>8}  {'; '.join(notes)}"
+            f"{LABELS[kind]:<17} {fmt(res['epoch_s']):>9}{columns} {fmt(res.get('valid_eval_s')):>8} "
+            f"{fmt(res.get('test_eval_s')):>8} {fmt(floor.get('test_eval_floor_s')):>10} "
+            f"{fmt(res.get(mem_key), '.0f'):>8}  {'; '.join(notes)}"
         )
-        res["x_floor"] = x_floor
     if ratios:
         lines += ["", "ratios (slower / faster):"]
         lines += [f"  {name}: {value:.1f}x" for name, value in ratios.items()]
@@ -942,7 +1078,15 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(
             json.dumps(
-                {**info, "results": results, "flops": flops, "floors": floors, "ratios": ratios, "table": lines},
+                {
+                    **info,
+                    "results": results,
+                    "flops": flops,
+                    "floors": floors,
+                    "matmuls": matmuls,
+                    "ratios": ratios,
+                    "table": lines,
+                },
                 indent=2,
             )
         )
