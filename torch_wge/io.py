@@ -30,8 +30,7 @@ holding anything else is refused before any of it is unpickled further,
 with :class:`UnreadableFileError` naming the file.
 
 **Folder locks.** :class:`FolderLock` is an ``flock`` on a folder itself,
-taken by every process that writes there (a run folder, a processed
-dataset folder).
+taken by every process that writes there (a run folder, a study folder).
 """
 
 import contextlib
