@@ -69,7 +69,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from common import (
     DEFAULT_DATA,
@@ -386,6 +386,20 @@ def worker_torch_wge(args) -> Dict[str, Any]:
     }
 
 
+def dtype_conversions(prof) -> List[Dict[str, Any]]:
+    """The ``copy_`` operators of a profile whose source and destination dtypes differ, grouped by
+    shapes and dtypes, largest first: each group's share of the profile's self CPU time."""
+    total = sum(event.self_cpu_time_total for event in prof.events()) or 1.0
+    groups: Dict[Tuple[str, str], float] = {}
+    for event in prof.events():
+        dtypes = event.input_dtypes[:2]
+        if event.name == "aten::copy_" and len(dtypes) == 2 and dtypes[0] != dtypes[1]:
+            key = (" <- ".join(dtypes), str(event.input_shapes[0]))
+            groups[key] = groups.get(key, 0.0) + event.self_cpu_time_total
+    ranked = sorted(groups.items(), key=lambda item: -item[1])
+    return [{"dtypes": dtypes, "shapes": shapes, "share": time / total} for (dtypes, shapes), time in ranked]
+
+
 def worker_profile(args) -> Dict[str, Any]:
     """torch.profiler over ``--profile`` training batches of torch_wge WGE (after one warm-up batch)."""
     setup_torch(args)
@@ -401,7 +415,7 @@ def worker_profile(args) -> Dict[str, Any]:
         limit_batches(trainer, args.profile, config.batch_size)
         trainer.train_epoch()  # warm-up
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
-        with profile(activities=activities, record_shapes=args.profile_shapes) as prof:
+        with profile(activities=activities, record_shapes=True) as prof:  # shapes and dtypes
             tic = time.perf_counter()
             trainer.train_epoch()
             wall = time.perf_counter() - tic
@@ -426,9 +440,16 @@ def worker_profile(args) -> Dict[str, Any]:
         f"{launches / args.profile:.0f} kernel launches, {operators / args.profile:.0f} kernel operators a batch",
         file=sys.stderr,
     )
+    conversions = dtype_conversions(prof)
+    print(
+        f"dtype conversions: {100 * sum(c['share'] for c in conversions):.1f} % of the self CPU time; "
+        + "; ".join(f"{c['dtypes']} {c['shapes']} {100 * c['share']:.2f} %" for c in conversions[:5]),
+        file=sys.stderr,
+    )
     return {
         "batches": args.profile,
         "wall_s": wall,
+        "dtype_conversions": conversions,
         "kernel_launches_per_batch": launches / args.profile,
         "kernel_operators_per_batch": operators / args.profile,
         "top": [
