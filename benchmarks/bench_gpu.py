@@ -3,7 +3,8 @@
 ``check``, the first command on a lent machine, before changing anything: in one call that fits a
 10-minute limit, each step with its own time limit (``--steps NAME ...`` runs some only):
 
-- ``cuda-tests``: the CUDA tests (``--pytest-args``: training, resuming and evaluation equal the CPU's);
+- ``cuda-tests``: the CUDA tests (``--pytest-args``: training, resuming and evaluation equal the CPU's;
+  the layers and the loss in bfloat16 with CSR and ``edge_index`` inputs against float64);
 - ``fb15k-237-large-eager``: FB15k-237 under the large recipe's step (256 channels, batch 1024,
   sampled softmax over 2000 candidates): seconds per epoch from 40 batches and the kernel launches
   per batch (``bench_speed.py --profile``), eager, and a baseline's epoch beside it when
@@ -627,7 +628,8 @@ def main() -> None:
     )
     c.add_argument(
         "--pytest-args",
-        default="tests/training/test_cuda.py",
+        default="tests/training/test_cuda.py tests/nn/test_loss.py tests/nn/test_layer_state_script_dtypes.py "
+        "tests/nn/test_matmul_dtype.py -k cuda",
         help="what cuda-tests runs (default: %(default)s)",
     )
     c.add_argument("--out", default=default_out, help="where the outputs go (default: $OUT)")

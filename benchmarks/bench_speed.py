@@ -44,8 +44,8 @@ gradient products; per batch and encoder layer, each view multiplies its
 products (n = N for the entity view, N + 2R for the relation view). The
 epoch is reported against the float32 floor (every matmul in float32) and,
 where the device multiplies bfloat16 natively (or with ``--precision bf16``),
-against the bf16 floor: the loss's matmuls in bfloat16, as precision
-``auto`` (the default) or ``bf16`` runs them, the encoder's in float32.
+against the bf16 floor: the loss's and the encoder's matmuls in bfloat16, as
+precision ``auto`` (the default) or ``bf16`` runs them.
 Sparse products, element-wise work and the optimiser are left out of the
 floor, and with ``--candidates`` it still scores every batch against all N.
 
@@ -201,15 +201,15 @@ def epoch_matmuls(
     num_relations: int,
     channels: int,
     num_layers: int,
-    scoring_dtype: str = "float32",
+    dtype: str = "float32",
     device: str = "cpu",
 ) -> List[Matmul]:
     """The dense matmuls of a training epoch of batches of ``batch_sizes`` queries. Per batch of
     ``b`` queries, for each of the K + 1 layers and each chunk of ``c`` rows (:func:`chunk_rows`,
-    the last one shorter), the fused loss multiplies in ``scoring_dtype``:
+    the last one shorter), the fused loss multiplies in ``dtype``:
     ``score_fwd`` ``[c, C] @ X^T [C, N]``, ``score_grad_q`` ``G [c, N] @ X [N, C]`` and
     ``score_grad_x`` ``G^T [N, c] @ q [c, C]``. Per batch, each of the K encoder layers multiplies
-    in float32 for each view (``ef``: n = N rows, ``rf``: n = N + 2R) ``conv_*_fwd``
+    in ``dtype`` for each view (``ef``: n = N rows, ``rf``: n = N + 2R) ``conv_*_fwd``
     ``[n, C] @ M [C, C]``, ``conv_*_grad_x`` ``[n, C] @ M^T [C, C]`` and ``conv_*_grad_w``
     ``[C, n] @ [n, C]``."""
     n, c, k1 = num_entities, channels, num_layers + 1
@@ -224,7 +224,7 @@ def epoch_matmuls(
                 ("score_grad_q", (size, n, c), "nn"),
                 ("score_grad_x", (n, size, c), "tn"),
             ):
-                counts[(name, *shape, scoring_dtype, layout)] += batches * chunks * k1
+                counts[(name, *shape, dtype, layout)] += batches * chunks * k1
         if num_layers:
             for view, rows_ in (("ef", n), ("rf", n + 2 * num_relations)):
                 for name, shape, layout in (
@@ -232,7 +232,7 @@ def epoch_matmuls(
                     (f"conv_{view}_grad_x", (rows_, c, c), "nt"),
                     (f"conv_{view}_grad_w", (c, rows_, c), "tn"),
                 ):
-                    counts[(name, *shape, "float32", layout)] += batches * num_layers
+                    counts[(name, *shape, dtype, layout)] += batches * num_layers
     return _matmul_list(counts)
 
 
@@ -909,15 +909,15 @@ def main() -> None:
         splits = {
             s: int(data[m].sum()) for s, m in (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask"))
         }
-        # the dense matmuls of an epoch and of a test evaluation, with the loss's in float32 and, where
-        # bfloat16 is native or asked for, in bfloat16
+        # the dense matmuls of an epoch and of a test evaluation, in float32 and, where bfloat16 is
+        # native or asked for, in bfloat16
         precision = resolve_precision(args.precision, args.device)
         step_dtype = str(PRECISIONS[precision].loss_matmul_dtype or torch.float32).replace("torch.", "")
         native_bf16 = has_native_bf16(args.device)
-        scoring_dtypes = ["float32"] + (["bfloat16"] if native_bf16 or step_dtype == "bfloat16" else [])
+        step_dtypes = ["float32"] + (["bfloat16"] if native_bf16 or step_dtype == "bfloat16" else [])
         c, models = 4 * args.hidden_channels, {"wge": args.layers, "quate": 0}
         plans = {
-            model: {dtype: epoch_matmuls(batch_sizes, n, r, c, layers, dtype, args.device) for dtype in scoring_dtypes}
+            model: {dtype: epoch_matmuls(batch_sizes, n, r, c, layers, dtype, args.device) for dtype in step_dtypes}
             for model, layers in models.items()
         }
         evals = {
@@ -1007,7 +1007,7 @@ def main() -> None:
     if g:
         for model in models:
             floors[model] = {
-                **{f"epoch_floor_{dtype}_s": floor_seconds(plans[model][dtype], g) for dtype in scoring_dtypes},
+                **{f"epoch_floor_{dtype}_s": floor_seconds(plans[model][dtype], g) for dtype in step_dtypes},
                 "epoch_floor_square_s": flops[model]["epoch"] / (g[SQUARE.key] * 1e9),
                 "test_eval_floor_s": floor_seconds(evals[model], g),
             }
@@ -1041,7 +1041,7 @@ def main() -> None:
         + (
             "every matmul in float32"
             if step_dtype == "float32"
-            else f"the loss's matmuls in {step_dtype}, the rest float32"
+            else f"the loss's and the encoder's matmuls in {step_dtype}, the rest float32"
         ),
     ]
     if g:
@@ -1057,7 +1057,7 @@ def main() -> None:
             lines += ["", f"{LABELS[model]} epoch floor (batches of {args.batch_size}: loss chunks of {rows} rows):"]
             lines += matmul_table(plans[model], g)
     mem_key = "peak_cuda_mb" if args.device.startswith("cuda") else "peak_rss_mb"
-    floor_heads = "".join(f" {SHORT[dtype] + ' floor':>10} {'x ' + SHORT[dtype]:>7}" for dtype in scoring_dtypes)
+    floor_heads = "".join(f" {SHORT[dtype] + ' floor':>10} {'x ' + SHORT[dtype]:>7}" for dtype in step_dtypes)
     header = (
         f"{'configuration':<17} {'epoch s':>9}{floor_heads} {'valid s':>8} {'test s':>8} "
         f"{'test floor':>10} {'peak MB':>8}  notes"
@@ -1083,7 +1083,7 @@ def main() -> None:
                 f"last.pt write {res['checkpoint_s']:.3f} s ({res['checkpoint_s'] / res['epoch_s']:.1%} of an epoch)"
             )
         columns = ""
-        for dtype in scoring_dtypes:
+        for dtype in step_dtypes:
             seconds = floor.get(f"epoch_floor_{dtype}_s")
             res[f"x_floor_{dtype}"] = res["epoch_s"] / seconds if seconds else None
             columns += f" {fmt(seconds):>10} {fmt(res[f'x_floor_{dtype}'], '.2f'):>7}"

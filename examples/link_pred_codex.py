@@ -73,18 +73,17 @@ def main(args: argparse.Namespace) -> None:
         fail(error)
     num_entities, num_relations = data.num_nodes, data.num_relations
     print(f"{args.dataset}: {num_entities:,} entities, {num_relations:,} relations, {data.num_edges:,} triples")
-    print(
-        f"scoring matmuls in {auto_matmul_dtype(device) or torch.float32} on {device}, {torch.get_num_threads()} CPU thread(s)"
-    )
+    # bfloat16 matmuls where the device has them in hardware (as `torch-wge train`'s default)
+    matmul_dtype = auto_matmul_dtype(device)
+    print(f"matmuls in {matmul_dtype or torch.float32} on {device}, {torch.get_num_threads()} CPU thread(s)")
 
     # 2. The model, its objective and optimiser; graph_inputs: the views as CSR adjacencies.
     torch.manual_seed(args.seed)  # the initial weights and dropout masks of `torch-wge train --seed`
     model = WGE(num_entities, num_relations, hidden_channels=HIDDEN_CHANNELS, num_layers=NUM_LAYERS,
-                alpha0=ALPHA0, dropout=DROPOUT, batch_norm=True, cached=True).to(device)  # fmt: skip
+                alpha0=ALPHA0, dropout=DROPOUT, batch_norm=True, cached=True, matmul_dtype=matmul_dtype).to(device)  # fmt: skip
     # cached=True, as GCNConv's: the views are normalised once, for this one graph (transductive)
     graph = {name: adj.to(device) for name, adj in model.graph_inputs(data).items()}
-    # bfloat16 scoring matmuls where the device has them in hardware (as `torch-wge train`'s default)
-    loss_fn = OneToNLoss(objective=OBJECTIVE, label_smoothing=LABEL_SMOOTHING, matmul_dtype=auto_matmul_dtype(device))
+    loss_fn = OneToNLoss(objective=OBJECTIVE, label_smoothing=LABEL_SMOOTHING, matmul_dtype=matmul_dtype)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, fused=True)
 
     # 3. The 1-N training queries: each distinct (head, relation), inverse relations r + R

@@ -146,7 +146,7 @@ def test_the_example_runs_on_a_folder_of_triples(small_kg, tmp_path):
     lines = run.stdout.splitlines()
     assert lines[0] == f"{small_kg}: 40 entities, 4 relations, 400 triples"
     dtype = "torch.bfloat16" if auto_matmul_dtype("cpu") is not None else "torch.float32"
-    assert re.fullmatch(rf"scoring matmuls in {dtype} on cpu, \d+ CPU thread\(s\)", lines[1])
+    assert re.fullmatch(rf"matmuls in {dtype} on cpu, \d+ CPU thread\(s\)", lines[1])
     epochs = [line for line in lines if line.startswith("epoch")]
     assert [line.split()[1] for line in epochs] == ["1/2", "2/2"]
     assert all(re.search(r"loss \d+\.\d{5}  \d+\.\d s.*  ETA \d+\.\d min$", line) for line in epochs)

@@ -67,7 +67,7 @@ def load_trained(
         vocabulary = vocabulary_digest(dataset.entity_names, dataset.relation_names)
         check_vocabulary(state, vocabulary, checkpoint, where)
     check_training_triples(state, triples_fingerprint(split_triples(data, "train")), checkpoint, where)
-    model = build_model(config, data).to(target)
+    model = build_model(config, data, target).to(target)
     validation.load_weights(model, state["model"], checkpoint)
     return model.eval(), config, dataset, data
 

@@ -78,7 +78,7 @@ def check_memory(config: TrainConfig, graph: Dict[str, int], device: torch.devic
         )
 
 
-def build_model(config: TrainConfig, data: Data) -> WGE:
+def build_model(config: TrainConfig, data: Data, device: Union[str, torch.device] = "cpu") -> WGE:
     """The :class:`~torch_wge.nn.WGE` model that ``config`` describes, for
     ``data``'s sizes: the one mapping of the settings to the model, used by
     the trainer, by inference from checkpoints and by scripts that train a
@@ -87,7 +87,8 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
     instead (:func:`~torch_wge.training.graph_transform`), the objective's
     settings the loss (:func:`build_loss`); the optimisation settings are the
     training loop's. Its encoder caches the normalised views (:obj:`cached=True`):
-    the model is for the graph of ``data``.
+    the model is for the graph of ``data``. Its encoder's quaternion matmuls take
+    the dtype :obj:`precision` gives on ``device``.
 
     Example:
         >>> from torch_wge.testing import random_kg
@@ -105,6 +106,7 @@ def build_model(config: TrainConfig, data: Data) -> WGE:
         views=config.views,
         conv=config.conv,
         cached=True,  # transductive: trained and evaluated on the graph of `data` only
+        matmul_dtype=PRECISIONS[resolve_precision(config.precision, device)].encoder_matmul_dtype,
     )
 
 

@@ -13,6 +13,8 @@ class Precision(NamedTuple):
     loss_matmul_dtype: Optional[torch.dtype]
     #: :func:`torch.set_float32_matmul_precision` during training and evaluation.
     float32_matmul: str
+    #: Dtype of the encoder's quaternion matmuls (:obj:`None`: the parameters' float32).
+    encoder_matmul_dtype: Optional[torch.dtype] = None
 
 
 #: ``"auto"`` (the default): ``"bf16"`` on a device with native bfloat16
@@ -23,15 +25,19 @@ class Precision(NamedTuple):
 #: ``"tf32"``: float32 matmuls may use TensorFloat-32 (CUDA devices from Ampere
 #: on; the CPU is not affected), during training and evaluation.
 #: ``"bf16"``: the scoring matmuls of the training loss, most of an epoch's
-#: FLOPs, take bfloat16 operands (the logits, the loss and the gradients stay
-#: float32; see :func:`~torch_wge.nn.decoders.loss.one_to_n_loss`); the encoder
-#: and evaluation stay float32. Fast on GPUs with bf16 tensor cores and on
-#: CPUs with bf16 instructions; elsewhere slower than float32.
+#: FLOPs, and the encoder's quaternion matmuls take bfloat16 operands (the
+#: logits, the loss, the gradients, the parameters, the propagation, the norms
+#: and every layer's output stay float32; see
+#: :func:`~torch_wge.nn.decoders.loss.one_to_n_loss` and
+#: :class:`~torch_wge.nn.QuaternionLinear`); evaluation scores in float32 (its
+#: encoder pass takes the encoder's bfloat16 products too).
+#: Fast on GPUs with bf16 tensor cores and on CPUs with bf16 instructions;
+#: elsewhere slower than float32.
 PRECISIONS: Dict[str, Precision] = {
     "auto": Precision(None, "highest"),  # resolved per device before use
     "float32": Precision(None, "highest"),
     "tf32": Precision(None, "high"),
-    "bf16": Precision(torch.bfloat16, "highest"),
+    "bf16": Precision(torch.bfloat16, "highest", torch.bfloat16),
 }
 
 

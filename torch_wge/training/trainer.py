@@ -177,7 +177,7 @@ class Trainer:
 
         check_memory(config, self.graph, self.device)
         torch.manual_seed(config.seed)
-        self.model = build_model(config, data).to(self.device)
+        self.model = build_model(config, data, self.device).to(self.device)
         self.graph_inputs = {k: v.to(self.device) for k, v in self.model.graph_inputs(data).items()}
         # made before the batch norms are synchronised: the average is only evaluated
         self.ema = WeightAverage(self.model, config.ema_decay) if config.ema_decay > 0 else None

@@ -102,6 +102,10 @@ class TwoViewConv(MessagePassing):
             with :obj:`False` each view's adjacency and edge weights are used
             as given. (default: :obj:`True`)
         bias (bool, optional): Learn the biases. (default: :obj:`True`)
+        matmul_dtype (torch.dtype, optional): The dtype of the quaternion
+            weights' products (:class:`~torch_wge.nn.QuaternionLinear`'s);
+            real weights (:obj:`quaternion=False`) take none.
+            (default: :obj:`None`)
         explain_view (str, optional): The view an explainer's edge mask
             belongs to, :obj:`"entity"` or :obj:`"relation"`.
             (default: :obj:`"entity"`)
@@ -146,6 +150,7 @@ class TwoViewConv(MessagePassing):
         cached: bool = False,
         normalize: bool = True,
         bias: bool = True,
+        matmul_dtype: Optional[torch.dtype] = None,
         explain_view: str = "entity",
         **kwargs,
     ):
@@ -154,6 +159,8 @@ class TwoViewConv(MessagePassing):
         name = self.__class__.__name__
         if not (entity_view or relation_view):
             raise ValueError(f"'{name}' needs at least one of entity_view and relation_view")
+        if matmul_dtype is not None and not quaternion:
+            raise ValueError(f"'{name}' matmul_dtype applies to quaternion weights only (quaternion=True)")
         if explain_view not in VIEWS:
             raise ValueError(f"'{name}' explain_view must be one of {list(VIEWS)}, got {explain_view!r}")
         self.in_channels = in_channels
@@ -173,7 +180,7 @@ class TwoViewConv(MessagePassing):
 
         def lin() -> torch.nn.Module:
             if quaternion:
-                return QuaternionLinear(in_channels, out_channels, bias=False)
+                return QuaternionLinear(in_channels, out_channels, bias=False, matmul_dtype=matmul_dtype)
             return Linear(in_channels, out_channels, bias=False, weight_initializer="glorot")
 
         def view_bias() -> Optional[Parameter]:

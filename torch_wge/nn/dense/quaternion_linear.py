@@ -1,5 +1,5 @@
 import math
-from typing import Union
+from typing import Optional, Union
 
 import torch
 from torch import Tensor
@@ -33,6 +33,14 @@ class QuaternionLinear(torch.nn.Module):
         out_channels (int): Size of each output sample (a multiple of 4).
         bias (bool, optional): If set to :obj:`False`, learns no additive bias.
             (default: :obj:`True`)
+        matmul_dtype (torch.dtype, optional): The dtype the product of a
+            float32 input is formed in, e.g. :obj:`torch.bfloat16` where the
+            device multiplies it natively
+            (:func:`~torch_wge.nn.auto_matmul_dtype`): the input and the
+            matrix are cast to it, the product back to float32; the
+            parameters, the bias and the output keep their dtype. Inputs of
+            other dtypes (float64) are multiplied in their own.
+            (default: :obj:`None`)
 
     Shapes:
         - **input:** :math:`(*, F_{in})`
@@ -46,7 +54,11 @@ class QuaternionLinear(torch.nn.Module):
         torch.Size([4, 1, 2])
     """
 
-    def __init__(self, in_channels: int, out_channels: int, bias: bool = True):
+    matmul_dtype: Optional[torch.dtype]
+
+    def __init__(
+        self, in_channels: int, out_channels: int, bias: bool = True, matmul_dtype: Optional[torch.dtype] = None
+    ):
         super().__init__()
         name = self.__class__.__name__
         if in_channels != -1:
@@ -54,6 +66,7 @@ class QuaternionLinear(torch.nn.Module):
         out_quaternions = check_quaternion_size(out_channels, f"'{name}' out_channels")
         self.in_channels = in_channels
         self.out_channels = out_channels
+        self.matmul_dtype = matmul_dtype
         self.weight: Union[Parameter, UninitializedParameter]  # uninitialised until the first call with in_channels=-1
         if in_channels == -1:
             self.weight = UninitializedParameter()
@@ -104,7 +117,14 @@ class QuaternionLinear(torch.nn.Module):
             raise ValueError(
                 f"'QuaternionLinear' expected {self.in_channels} input channels, got features of shape {x.shape}"
             )
-        return torch.nn.functional.linear(x, self.matrix().t(), self.bias)  # x @ M + b, one fused matmul
+        matmul_dtype = self.matmul_dtype
+        if matmul_dtype is None or x.dtype != torch.float32:
+            return torch.nn.functional.linear(x, self.matrix().t(), self.bias)  # x @ M + b, one fused matmul
+        out = torch.nn.functional.linear(x.to(matmul_dtype), self.matrix().t().to(matmul_dtype)).to(x.dtype)
+        return out if self.bias is None else out + self.bias
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, bias={self.bias is not None})"
+        dtype = "" if self.matmul_dtype is None else f", matmul_dtype={self.matmul_dtype}"
+        return (
+            f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, bias={self.bias is not None}{dtype})"
+        )

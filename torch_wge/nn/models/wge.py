@@ -88,6 +88,12 @@ class WGE(torch.nn.Module):
             where every call passes the same graph, as in training on one
             knowledge graph; a model given other graphs must leave it off.
             (default: :obj:`False`)
+        matmul_dtype (torch.dtype, optional): The dtype of the encoder's
+            quaternion matmuls (:obj:`conv="gcn"` keeps the model's), e.g. :obj:`torch.bfloat16` where the device
+            multiplies it natively (:func:`~torch_wge.nn.auto_matmul_dtype`);
+            parameters, propagation, norms and outputs stay in the model's
+            dtype (:class:`~torch_wge.nn.QuaternionLinear`).
+            (default: :obj:`None`)
 
     The model scores; its training objective is
     :class:`~torch_wge.nn.OneToNLoss`. Every score goes through the decoder
@@ -118,6 +124,7 @@ class WGE(torch.nn.Module):
         views: str = "two-view",
         conv: str = "quaternion",
         cached: bool = False,
+        matmul_dtype: Optional[torch.dtype] = None,
     ):
         super().__init__()
         name = self.__class__.__name__
@@ -156,6 +163,7 @@ class WGE(torch.nn.Module):
                 quaternion=conv == "quaternion",
                 norm="batch_norm" if batch_norm else None,
                 cached=cached,
+                matmul_dtype=matmul_dtype if conv == "quaternion" else None,
             )
             if num_layers > 0
             else None
