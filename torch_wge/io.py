@@ -44,6 +44,7 @@ import re
 import reprlib
 import stat
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, List, Optional, Union
@@ -390,14 +391,17 @@ def append_line(path: PathLike, line: str) -> None:
         raise _naming(error, path) from error
 
 
-def remove_stale_temporaries(folder: PathLike) -> List[str]:
-    """Removes the temporary files that killed writes left in ``folder``;
-    returns their names. Call it only while no other process writes there."""
+def remove_stale_temporaries(folder: PathLike, older_than: float = 0.0) -> List[str]:
+    """Removes the temporary files that killed writes left in ``folder``, those last modified
+    more than ``older_than`` seconds ago; returns their names. With the default 0, call it only
+    while no other process writes there; a live write's temporary is seconds old."""
     removed = []
+    now = time.time()
     for path in Path(folder).glob(f".*{TEMP_INFIX}*"):
-        if path.is_file():
-            path.unlink(missing_ok=True)
-            removed.append(path.name)
+        with contextlib.suppress(FileNotFoundError):  # removed by another process meanwhile
+            if path.is_file() and now - path.stat().st_mtime >= older_than:
+                path.unlink(missing_ok=True)
+                removed.append(path.name)
     return removed
 
 

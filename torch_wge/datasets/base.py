@@ -6,7 +6,6 @@ import itertools
 import os
 import os.path as osp
 import re
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
@@ -520,15 +519,17 @@ class KnowledgeGraphDataset(InMemoryDataset):
     def _remove_older_files(self) -> None:
         # processed files of older raw files, and temporaries that a killed write left
         current = set(self.processed_file_names)
-        now = time.time()
         for entry in os.scandir(self.processed_dir):
             name = entry.name
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            older = name.startswith(("data-", "vocab-")) and name.endswith(".pt") and name not in current
-            with contextlib.suppress(FileNotFoundError):  # removed by another process meanwhile
-                if older or (io.TEMP_INFIX in name and now - entry.stat().st_mtime > STALE_TEMPORARY_SECONDS):
+            if (
+                entry.is_file(follow_symlinks=False)
+                and name.startswith(("data-", "vocab-"))
+                and name.endswith(".pt")
+                and name not in current
+            ):
+                with contextlib.suppress(FileNotFoundError):  # removed by another process meanwhile
                     os.remove(entry.path)
+        io.remove_stale_temporaries(self.processed_dir, older_than=STALE_TEMPORARY_SECONDS)
 
     @classmethod
     def save(cls, data_list: Sequence[BaseData], path: str) -> None:
